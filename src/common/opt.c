@@ -1,0 +1,261 @@
+#include "common/compat.h"
+#include "common/opt.h"
+#include "common/err.h"
+#include "common/num.h"
+
+static const char *opt_name(const struct mr_opt *o, char *buf, size_t n)
+{
+	if (o->long_name)
+		snprintf(buf, n, "--%s", o->long_name);
+	else
+		snprintf(buf, n, "-%c", o->short_name);
+	return buf;
+}
+
+static bool choice_ok(const char *choices, const char *arg)
+{
+	size_t n = strlen(arg);
+
+	for (const char *p = choices; *p;) {
+		const char *e = strchr(p, '|');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && !strncmp(p, arg, n))
+			return true;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return false;
+}
+
+/* Store arg (NULL for options without a value) into the option's target. */
+static int opt_apply(const struct mr_opt *o, const char *arg, void *ctx, struct meshrun_err *err)
+{
+	char name[128];
+	int v;
+	int64_t ms;
+
+	opt_name(o, name, sizeof(name));
+	switch (o->kind) {
+	case MR_OPTK_BOOL:
+		*(bool *)o->value = o->ival != 0;
+		return 0;
+	case MR_OPTK_COUNT:
+		++*(int *)o->value;
+		return 0;
+	case MR_OPTK_STRING:
+		*(const char **)o->value = arg;
+		return 0;
+	case MR_OPTK_INT:
+		if (mr_parse_int(arg, (int)o->min, (int)o->max, &v) < 0)
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "invalid value '%s' for '%s': expected an integer from %lld to %lld",
+					  arg, name, o->min, o->max);
+		*(int *)o->value = v;
+		return 0;
+	case MR_OPTK_DURATION:
+		if (mr_parse_duration_ms(arg, INT64_C(1) << 40, &ms) < 0)
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "invalid value '%s' for '%s': expected a duration such as 30, 1.5s or 200ms",
+					  arg, name);
+		*(int64_t *)o->value = ms;
+		return 0;
+	case MR_OPTK_LIST:
+		if (mr_strvec_push(o->value, arg) < 0)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+		return 0;
+	case MR_OPTK_CHOICE:
+		if (!choice_ok(o->choices, arg))
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "invalid value '%s' for '%s': expected one of %s",
+					  arg, name, o->choices);
+		*(const char **)o->value = arg;
+		return 0;
+	case MR_OPTK_CALLBACK:
+		return o->cb(o, arg, ctx, err);
+	case MR_OPTK_END:
+	case MR_OPTK_GROUP:
+		break;
+	}
+	return mr_err_set(err, MESHRUN_E_INVAL, "option table entry '%s' has no kind", name);
+}
+
+static bool takes_value(const struct mr_opt *o)
+{
+	return o->argh != NULL && o->kind != MR_OPTK_BOOL && o->kind != MR_OPTK_COUNT;
+}
+
+/* Exact long name first, then a unique prefix. */
+static int find_long(const struct mr_opt *opts, const char *name, size_t n,
+		     const struct mr_opt **out, struct meshrun_err *err)
+{
+	const struct mr_opt *found = NULL;
+	char cands[512] = "";
+	int nfound = 0;
+
+	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++) {
+		if (!o->long_name)
+			continue;
+		if (strlen(o->long_name) == n && !strncmp(o->long_name, name, n)) {
+			*out = o;
+			return 0;
+		}
+	}
+	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++) {
+		if (!o->long_name || strncmp(o->long_name, name, n))
+			continue;
+		nfound++;
+		found = o;
+		size_t len = strlen(cands);
+		snprintf(cands + len, sizeof(cands) - len, "%s--%s", len ? ", " : "", o->long_name);
+	}
+	if (nfound == 1) {
+		*out = found;
+		return 0;
+	}
+	if (nfound > 1)
+		return mr_err_set(err, MESHRUN_E_USAGE, "ambiguous option '--%.*s': could be %s",
+				  (int)n, name, cands);
+	return mr_err_set(err, MESHRUN_E_USAGE, "unknown option '--%.*s'", (int)n, name);
+}
+
+static const struct mr_opt *find_short(const struct mr_opt *opts, int c)
+{
+	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++)
+		if (o->kind != MR_OPTK_GROUP && o->short_name == c)
+			return o;
+	return NULL;
+}
+
+static int push_rest(struct mr_strvec *rest, const char *arg, struct meshrun_err *err)
+{
+	if (!rest)
+		return mr_err_set(err, MESHRUN_E_USAGE, "unexpected argument '%s'", arg);
+	if (mr_strvec_push(rest, arg) < 0)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	return 0;
+}
+
+static int parse_long(const struct mr_opt *opts, int argc, char **argv, int *i, void *ctx,
+		      struct meshrun_err *err)
+{
+	const char *arg = argv[*i] + 2;
+	const char *eq = strchr(arg, '=');
+	size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+	const struct mr_opt *o = NULL;
+	char name[128];
+	int rc;
+
+	if ((n == 4 && !strncmp(arg, "help", 4)) && !find_short(opts, 'h'))
+		return MR_OPT_HELP;
+	if (n == 7 && !strncmp(arg, "version", 7))
+		return MR_OPT_VERSION;
+	rc = find_long(opts, arg, n, &o, err);
+	if (rc < 0)
+		return rc;
+	opt_name(o, name, sizeof(name));
+	if (!takes_value(o)) {
+		if (eq)
+			return mr_err_set(err, MESHRUN_E_USAGE, "option '%s' takes no value", name);
+		return opt_apply(o, NULL, ctx, err);
+	}
+	if (eq)
+		return opt_apply(o, eq + 1, ctx, err);
+	if (*i + 1 >= argc)
+		return mr_err_set(err, MESHRUN_E_USAGE, "option '%s' requires a value (%s)", name,
+				  o->argh);
+	return opt_apply(o, argv[++*i], ctx, err);
+}
+
+static int parse_short(const struct mr_opt *opts, int argc, char **argv, int *i, void *ctx,
+		       struct meshrun_err *err)
+{
+	for (const char *p = argv[*i] + 1; *p; p++) {
+		const struct mr_opt *o = find_short(opts, (unsigned char)*p);
+		if (!o && *p == 'h')
+			return MR_OPT_HELP;
+		if (!o)
+			return mr_err_set(err, MESHRUN_E_USAGE, "unknown option '-%c'", *p);
+		if (!takes_value(o)) {
+			int rc = opt_apply(o, NULL, ctx, err);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (p[1])
+			return opt_apply(o, p + 1, ctx, err);
+		if (*i + 1 >= argc)
+			return mr_err_set(err, MESHRUN_E_USAGE, "option '-%c' requires a value (%s)",
+					  *p, o->argh);
+		return opt_apply(o, argv[++*i], ctx, err);
+	}
+	return 0;
+}
+
+int mr_opt_parse(const struct mr_opt *opts, int argc, char **argv, unsigned flags,
+		 void *cb_ctx, struct mr_strvec *rest, struct meshrun_err *err)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int rc;
+
+		if (!strcmp(a, "--")) {
+			for (i++; i < argc; i++)
+				if ((rc = push_rest(rest, argv[i], err)) < 0)
+					return rc;
+			return MR_OPT_OK;
+		}
+		if (a[0] != '-' || a[1] == '\0') {
+			if ((rc = push_rest(rest, a, err)) < 0)
+				return rc;
+			if (flags & MR_OPT_STOP_AT_NONOPT) {
+				for (i++; i < argc; i++)
+					if ((rc = push_rest(rest, argv[i], err)) < 0)
+						return rc;
+				return MR_OPT_OK;
+			}
+			continue;
+		}
+		rc = a[1] == '-' ? parse_long(opts, argc, argv, &i, cb_ctx, err)
+				 : parse_short(opts, argc, argv, &i, cb_ctx, err);
+		if (rc)
+			return rc;
+	}
+	return MR_OPT_OK;
+}
+
+void mr_opt_usage(FILE *f, const char *usage, const struct mr_opt *opts, const char *trailer)
+{
+	fprintf(f, "usage: %s\n", usage);
+	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++) {
+		char left[128];
+		int n;
+
+		if (o->kind == MR_OPTK_GROUP) {
+			fprintf(f, "\n%s:\n", o->help);
+			continue;
+		}
+		n = snprintf(left, sizeof(left), "  %s%c%s%s%s%s%s", o->short_name ? "-" : "",
+			     o->short_name ? o->short_name : ' ', o->short_name ? "," : " ",
+			     o->long_name ? " --" : "", o->long_name ? o->long_name : "",
+			     takes_value(o) ? " " : "", takes_value(o) ? o->argh : "");
+		if (o->kind == MR_OPTK_CHOICE) {
+			snprintf(left, sizeof(left), "  %s%c%s --%s {%s}", o->short_name ? "-" : "",
+				 o->short_name ? o->short_name : ' ', o->short_name ? "," : " ",
+				 o->long_name, o->choices);
+			n = (int)strlen(left);
+		}
+		if (n >= 30)
+			fprintf(f, "%s\n%30s", left, "");
+		else
+			fprintf(f, "%-30s", left);
+		fprintf(f, "%s", o->help ? o->help : "");
+		if (o->defval)
+			fprintf(f, " (default: %s)", o->defval);
+		fputc('\n', f);
+	}
+	fprintf(f, "%-30s%s\n%-30s%s\n", "  -h, --help", "show this help and exit",
+		"      --version", "show the version and exit");
+	if (trailer)
+		fprintf(f, "\n%s", trailer);
+}

@@ -1,0 +1,156 @@
+/*
+ * hal.h - the host-abstraction layer: everything meshconfig and meshrun do to a
+ * host goes through one of these backends, chosen once per run.
+ *
+ *   local   fork/exec on this machine (127.0.0.1, localhost, meshrun -n)
+ *   ssh     libssh2, one connection per host reused for every command, many hosts
+ *           driven in parallel from one poll loop
+ *   replay  commands answered from fixture files and scripted results (unit tests,
+ *           meshconfig --simulate)
+ *
+ * Protocol:
+ *   mr_hal_new_<backend>(&hal, &opts, &err)
+ *   -> mr_hal_run(hal, cmds, n, &err)          batch of short commands, in parallel
+ *   -> mr_hal_spawn(hal, &spawn, &proc, &err)  long-running processes (ranks)
+ *      then loop: mr_hal_poll(hal, timeout_ms, &err) delivers output and exit
+ *      events through the callbacks given in the spawn options
+ *   -> mr_hal_free(hal)                        kills and reaps what is still running
+ *
+ * Commands are argv vectors. Remote backends turn them into one shell command line
+ * with mr_shquote_argv() (the remote sshd hands it to the login shell); argv[0] may
+ * be "sh" "-c" "..." for a real shell snippet. Nothing is ever pasted unquoted.
+ *
+ * Exit status is explicit: a command either exited (status 0..255), was killed by
+ * a signal (signal > 0), or the backend failed (hal_rc < 0 with the error in err):
+ * "no exit status received" is MESHRUN_E_NOEXIT, never status 0.
+ *
+ * Ownership: mr_hal_run() copies nothing out of cmds except into the result fields,
+ * which it allocates (out, errout) and the caller frees with mr_hal_cmd_release().
+ * mr_hal_spawn() copies argv, env and cwd. A struct mr_proc belongs to the hal and
+ * stays valid until mr_hal_proc_release() or mr_hal_free().
+ */
+#ifndef MR_HAL_H
+#define MR_HAL_H
+
+#include "common/compat.h"
+#include "common/buf.h"
+#include "common/strvec.h"
+#include "meshrun/err.h"
+
+struct mr_hal;  /* opaque: one backend instance */
+struct mr_proc; /* opaque: one spawned process */
+
+/* One short command for mr_hal_run(); fill the inputs, read the outputs. */
+struct mr_hal_cmd {
+	/* inputs */
+	const char *host;         /* host name as the user wrote it (ssh alias, IP, ...) */
+	char *const *argv;        /* NULL-terminated */
+	const void *stdin_data;   /* may be NULL: stdin is then empty (EOF at once) */
+	size_t stdin_len;
+	int timeout_ms;           /* <= 0: the hal's default run timeout */
+	/* outputs */
+	int hal_rc;               /* 0 when the command ran to an end; else MESHRUN_E_* */
+	int status;               /* exit status 0..255 when hal_rc == 0 && signal == 0 */
+	int signal;               /* signal number that killed it, or 0 */
+	struct mr_buf out;        /* stdout (capped by the hal's max_output) */
+	struct mr_buf errout;     /* stderr (capped likewise) */
+	struct meshrun_err err;   /* set when hal_rc < 0; names the host */
+	int64_t elapsed_ms;
+};
+
+/* Free the result buffers of a command (inputs are the caller's). */
+void mr_hal_cmd_release(struct mr_hal_cmd *cmd);
+/* True when the command exited 0. */
+bool mr_hal_cmd_ok(const struct mr_hal_cmd *cmd);
+/* "exit status 3", "killed by signal 9 (Killed)", or the hal error; static buffer per cmd. */
+const char *mr_hal_cmd_describe(const struct mr_hal_cmd *cmd, char *buf, size_t n);
+
+/* Events from spawned processes, delivered from mr_hal_poll(). */
+struct mr_proc_events {
+	void *ctx;
+	/* A chunk of stdout/stderr: arbitrary boundaries, never split by the hal's own
+	 * buffering in a way that reorders bytes. */
+	void (*on_stdout)(struct mr_proc *p, const char *data, size_t len, void *ctx);
+	void (*on_stderr)(struct mr_proc *p, const char *data, size_t len, void *ctx);
+	/* Called exactly once: hal_rc 0 with status/signal, or hal_rc < 0 with err
+	 * (connection lost, no exit status). */
+	void (*on_exit)(struct mr_proc *p, int hal_rc, int status, int signal,
+			const struct meshrun_err *err, void *ctx);
+};
+
+struct mr_spawn {
+	const char *host;
+	char *const *argv;            /* NULL-terminated; copied */
+	char *const *env;             /* "K=V" strings added to the environment; copied; may be NULL */
+	const char *cwd;              /* may be NULL */
+	struct mr_proc_events events;
+	void *user;                   /* returned by mr_proc_user() */
+};
+
+/* Options shared by every backend; zero means the default shown. */
+struct mr_hal_opts {
+	int connect_timeout_ms;       /* 10000 */
+	int run_timeout_ms;           /* 30000: default deadline of mr_hal_run commands */
+	size_t max_output;            /* 16 MiB per stream of a run command */
+	int max_parallel;             /* 64: connections or processes started at once */
+	/* ssh backend */
+	const char *ssh_config;       /* ssh_config file; NULL: $MESHRUN_SSH_CONFIG, else ~/.ssh/config */
+	const char *known_hosts;      /* NULL: ~/.ssh/known_hosts */
+	const char *identity;         /* extra IdentityFile to try; NULL: config + defaults */
+	const char *user;             /* NULL: config, else $USER */
+	bool accept_new_hostkeys;     /* add unknown keys to known_hosts instead of failing */
+	bool batch;                   /* never prompt (always true today: no passwords) */
+};
+
+/* Backends. On failure *out is NULL and err says why. */
+int mr_hal_new_local(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+struct mr_replay; /* src/hal/replay.h: the scripted answers */
+/* The hal takes ownership of rp (freed by mr_hal_free). */
+int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr_hal_opts *opts,
+		      struct meshrun_err *err);
+void mr_hal_free(struct mr_hal *hal);
+const char *mr_hal_name(const struct mr_hal *hal);
+
+/*
+ * Run n commands (on any mix of hosts) in parallel and wait for all of them or
+ * their deadlines. Returns 0 when every command got a result (check each one's
+ * hal_rc/status), or a negative code for a failure of the hal itself.
+ */
+int mr_hal_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err);
+
+/*
+ * Connect to every host ahead of time (ssh: in parallel; others: no-op) so that a
+ * host that cannot be reached is reported once, by name: errs[i] for hosts[i].
+ * Returns the number of hosts that failed (0: all reachable).
+ */
+int mr_hal_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
+		   struct meshrun_err *errs);
+
+/* Start a long-running process; events arrive from mr_hal_poll(). */
+int mr_hal_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,
+		 struct meshrun_err *err);
+/* Queue bytes for the process's stdin (copied); len 0 does nothing. */
+int mr_proc_write(struct mr_proc *p, const void *data, size_t len, struct meshrun_err *err);
+/* Close its stdin once the queued bytes are written. */
+int mr_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err);
+/* Send a signal to the process's whole process group, on its host. */
+int mr_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err);
+bool mr_proc_exited(const struct mr_proc *p);
+void *mr_proc_user(const struct mr_proc *p);
+const char *mr_proc_host(const struct mr_proc *p);
+/* Forget an exited process (a running one is killed first). */
+void mr_proc_release(struct mr_proc *p);
+
+/*
+ * Wait up to timeout_ms (-1: until something happens) for I/O on every spawned
+ * process and deliver events. Returns the number of processes still running, or
+ * a negative code. Signals interrupt the wait and return early (not an error).
+ */
+int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
+
+/* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */
+int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx);
+void mr_hal_unwatch_fd(struct mr_hal *hal, int fd);
+
+#endif
