@@ -63,6 +63,9 @@ int mr_parse_double(const char *s, double min, double max, double *out)
 
 	if (!s || !*s || isspace((unsigned char)*s))
 		return -1;
+	/* Decimal only: strtod would also take hex ("0x10"), "inf" and "nan". */
+	if (s[strspn(s, "0123456789.eE+-")])
+		return -1;
 	errno = 0;
 	v = strtod(s, &end);
 	if (errno || end == s || *end || !isfinite(v) || v < min || v > max)

@@ -119,6 +119,14 @@ static int find_long(const struct mr_opt *opts, const char *name, size_t n,
 	return mr_err_set(err, MESHRUN_E_USAGE, "unknown option '--%.*s'", (int)n, name);
 }
 
+static const struct mr_opt *find_long_exact(const struct mr_opt *opts, const char *name)
+{
+	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++)
+		if (o->long_name && !strcmp(o->long_name, name))
+			return o;
+	return NULL;
+}
+
 static const struct mr_opt *find_short(const struct mr_opt *opts, int c)
 {
 	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++)
@@ -146,7 +154,8 @@ static int parse_long(const struct mr_opt *opts, int argc, char **argv, int *i, 
 	char name[128];
 	int rc;
 
-	if ((n == 4 && !strncmp(arg, "help", 4)) && !find_short(opts, 'h'))
+	/* --help is built in even when the tool uses -h for something else. */
+	if (n == 4 && !strncmp(arg, "help", 4) && !find_long_exact(opts, "help"))
 		return MR_OPT_HELP;
 	if (n == 7 && !strncmp(arg, "version", 7))
 		return MR_OPT_VERSION;

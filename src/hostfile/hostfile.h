@@ -7,7 +7,10 @@
  *   object form  {"backend": "jaccl", "envs": ["K=V"], "hosts": [ <list form> ]}
  * An rdma cell is null, a device name, or a list of device names (several cables).
  * Written JSON has the same shape, indent 4 and MLX's key order, so a file written
- * by either tool is read by the other.
+ * by either tool is read by the other: the object form (what current MLX writes)
+ * always has "backend", "envs", "hosts" and every host "ssh", "ips", "rdma"; the
+ * list form (older MLX) has "rdma" only where it was read. hostfile.c's header
+ * comment records MLX's format as found in its sources.
  *
  * Errors name the file and the JSON path, e.g.
  *   "hosts.json: hosts[2].ips[0]: expected a string, got number"
@@ -65,23 +68,34 @@ int mr_hostfile_load(const char *path, struct mr_hostfile **out, struct meshrun_
  * Hosts from a --hosts list "a,b,10.0.0.3": an entry that parses as an IPv4 or
  * IPv6 address becomes {ssh: it, ips: [it]}; any other entry is an ssh name with
  * no ips. Empty entries and names that are neither an IP nor a valid host name
- * are errors naming the entry.
+ * ([user@]name of [A-Za-z0-9_.-]) are errors naming the entry (MESHRUN_E_USAGE).
+ * The result is in the object form with "rdma": [] per host, as MLX's
+ * Hostfile.from_list(...).to_json() gives.
  */
 int mr_hostfile_from_list(const char *list, struct mr_hostfile **out, struct meshrun_err *err);
 
-/* Append a host (copied); returns its index, or a negative code. */
+/* Append a host (copied; not validated; has_rdma false, no ips); returns its
+ * index, or a negative code. Pointers into hf->hosts are invalidated. */
 int mr_hostfile_add_host(struct mr_hostfile *hf, const char *ssh, struct meshrun_err *err);
 
-/* Serialise as MLX does (json.dump(indent=4)), trailing newline included. */
+/*
+ * Serialise (appended to out) exactly as MLX's json.dump(obj, f, indent=4) does:
+ * NO trailing newline, since that is what MLX's --output-hostfile contains.
+ * Fails with MESHRUN_E_INVAL when a string is not valid UTF-8.
+ */
 int mr_hostfile_emit(const struct mr_hostfile *hf, struct mr_buf *out, struct meshrun_err *err);
-/* Emit to path ("-": stdout). */
+/* Emit to path, written atomically (byte-identical to MLX's file); "-": stdout,
+ * with a trailing newline as MLX's print(json.dumps(...)). */
 int mr_hostfile_save(const struct mr_hostfile *hf, const char *path, struct meshrun_err *err);
 
 /*
  * Check the rdma matrix for the jaccl backends: every host has an rdma row of
  * nhosts cells, the diagonal is null; with mesh, every off-diagonal cell is set;
  * with ring (mesh false), the left and right neighbours' cells are set with equal
- * device counts. Errors name the host (index and ssh name) and the column.
+ * device counts (for 2 hosts both neighbours are the one other column). A cell
+ * that is an empty list counts as missing. Errors (MESHRUN_E_INVAL) start with
+ * "malformed hostfile: " and name the host (index and ssh name) and the column:
+ *   "malformed hostfile: host 1 ('m2') rdma[3]: no RDMA device for peer 3 ('m4')"
  */
 int mr_hostfile_check_rdma(const struct mr_hostfile *hf, bool mesh, struct meshrun_err *err);
 
