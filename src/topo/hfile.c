@@ -1,0 +1,152 @@
+/*
+ * hfile.c - the hostfile for the chosen backend, as MLX writes it:
+ * configure_ring(), configure_jaccl(), jaccl_ring_devices() and
+ * configure_jaccl_ring() in python/mlx/_distributed_utils/config.py.
+ */
+#include "common/compat.h"
+
+#include "common/err.h"
+#include "topo/topo.h"
+
+/* A cell holding the first `count` cables from i to j ("rdma_<if>"); one device
+ * as a string, several as a list (MLX: rdma[0] if len(rdma) == 1 else rdma). */
+static int set_cell(struct mr_rdma_cell *cell, const struct mr_topo_plan *p, size_t i, size_t j,
+		    size_t count)
+{
+	for (size_t k = 0; k < count; k++)
+		if (mr_strvec_pushf(&cell->devs, "rdma_%s", mr_topo_plan_if(p, i, j, k)) < 0)
+			return -1;
+	cell->kind = count == 1 ? MR_RDMA_ONE : count ? MR_RDMA_LIST : MR_RDMA_NULL;
+	return 0;
+}
+
+static int copy_ips(struct mr_host *h, const struct mr_strvec *ips)
+{
+	for (size_t k = 0; ips && k < ips->nr; k++)
+		if (mr_strvec_push(&h->ips, ips->v[k]) < 0)
+			return -1;
+	return 0;
+}
+
+int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan *p,
+		     const struct mr_topo_choice *ch, const struct mr_strvec *host_ips,
+		     const struct mr_strvec *envs, struct mr_hostfile **out,
+		     struct meshrun_err *err)
+{
+	struct mr_hostfile *hf = mr_hostfile_new();
+	const struct mr_topo_ring *r = &ch->ring;
+	size_t n = c->nhosts;
+	int rc = 0;
+
+	*out = NULL;
+	if (!hf)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	hf->object_form = true;
+	hf->backend = strdup(mr_topo_backend_name(ch->backend));
+	if (!hf->backend)
+		goto out_nomem;
+	for (size_t k = 0; envs && k < envs->nr; k++)
+		if (mr_strvec_push(&hf->envs, envs->v[k]) < 0)
+			goto out_nomem;
+	if (p->nhosts != n) {
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "plan and cluster disagree");
+		goto out;
+	}
+	if ((ch->backend == MR_TOPO_BACKEND_RING || ch->backend == MR_TOPO_BACKEND_JACCL_RING) &&
+	    r->n != n) {
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "backend %s needs a ring through all hosts",
+				mr_topo_backend_name(ch->backend));
+		goto out;
+	}
+
+	switch (ch->backend) {
+	case MR_TOPO_BACKEND_RING:
+		for (size_t pos = 0; pos < n; pos++) {
+			size_t node = r->order[pos], left = r->order[(pos + n - 1) % n];
+			int hi = mr_hostfile_add_host(hf, c->hosts[node].name, err);
+
+			if (hi < 0) {
+				rc = hi;
+				goto out;
+			}
+			hf->hosts[hi].has_rdma = true;
+			for (size_t k = 0; k < r->cables; k++)
+				if (mr_strvec_push(&hf->hosts[hi].ips, mr_topo_plan_ip(p, node, left, k)) < 0)
+					goto out_nomem;
+		}
+		break;
+	case MR_TOPO_BACKEND_JACCL:
+		for (size_t i = 0; i < n; i++) {
+			int hi = mr_hostfile_add_host(hf, c->hosts[i].name, err);
+			struct mr_host *h;
+
+			if (hi < 0) {
+				rc = hi;
+				goto out;
+			}
+			h = &hf->hosts[hi];
+			h->has_rdma = true;
+			if (copy_ips(h, host_ips ? &host_ips[i] : NULL) < 0)
+				goto out_nomem;
+			h->rdma = calloc(n, sizeof(*h->rdma));
+			if (!h->rdma)
+				goto out_nomem;
+			h->nrdma = n;
+			for (size_t j = 0; j < n; j++) {
+				if (j == i)
+					continue;
+				if (!mr_topo_plan_count(p, i, j)) {
+					rc = mr_err_set(err, MESHRUN_E_INVAL,
+							"backend jaccl: %s has no cable to %s",
+							c->hosts[i].name, c->hosts[j].name);
+					goto out;
+				}
+				if (set_cell(&h->rdma[j], p, i, j, 1) < 0)
+					goto out_nomem;
+			}
+		}
+		break;
+	case MR_TOPO_BACKEND_JACCL_RING:
+		for (size_t pos = 0; pos < n; pos++) {
+			size_t node = r->order[pos];
+			size_t left = r->order[(pos + n - 1) % n], right = r->order[(pos + 1) % n];
+			int hi = mr_hostfile_add_host(hf, c->hosts[node].name, err);
+			struct mr_host *h;
+
+			if (hi < 0) {
+				rc = hi;
+				goto out;
+			}
+			h = &hf->hosts[hi];
+			h->has_rdma = true;
+			if (copy_ips(h, host_ips ? &host_ips[node] : NULL) < 0)
+				goto out_nomem;
+			h->rdma = calloc(n, sizeof(*h->rdma));
+			if (!h->rdma)
+				goto out_nomem;
+			h->nrdma = n;
+			/* columns in ring order; neighbours keep the ring's width, any
+			 * other cabled pair lists all its cables (jaccl_ring_devices) */
+			for (size_t col = 0; col < n; col++) {
+				size_t other = r->order[col];
+				size_t have = other == node ? 0 : mr_topo_plan_count(p, node, other);
+				size_t width = (other == left || other == right) ? r->cables : have;
+
+				if (set_cell(&h->rdma[col], p, node, other, MR_MIN(width, have)) < 0)
+					goto out_nomem;
+			}
+		}
+		break;
+	default:
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "no backend chosen");
+		goto out;
+	}
+	*out = hf;
+	hf = NULL;
+	goto out;
+out_nomem:
+	rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+out:
+	mr_hostfile_free(hf);
+	return rc;
+}
