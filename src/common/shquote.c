@@ -52,7 +52,8 @@ bool mr_is_ifname(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
 
-	if (n == 0 || n > 15 || !strcmp(s, ".") || !strcmp(s, ".."))
+	/* A leading '-' would read as an option to ifconfig/ip. */
+	if (n == 0 || n > 15 || !isalnum((unsigned char)s[0]))
 		return false;
 	for (; *s; s++)
 		if (!isalnum((unsigned char)*s) && !strchr("_.-", *s))

@@ -21,7 +21,7 @@ int mr_shquote_argv(struct mr_buf *out, char *const *argv);
 
 /* Predicates for strings that come from remote output or the user. */
 bool mr_is_shell_safe(const char *s); /* the bare-word set above, non-empty */
-bool mr_is_ifname(const char *s);     /* [A-Za-z0-9_.-], 1..15 chars, not "." or ".." */
+bool mr_is_ifname(const char *s);     /* [A-Za-z0-9][A-Za-z0-9_.-]*, 1..15 chars */
 bool mr_is_hostname(const char *s);   /* DNS labels or an ssh alias: [A-Za-z0-9_.-], no leading '-' */
 bool mr_is_ipv4(const char *s);
 bool mr_is_ipv6(const char *s);
