@@ -10,6 +10,8 @@ pkgs=(
 	libibverbs-dev
 	openmpi-bin libopenmpi-dev
 	graphviz
+	man-db
+	jq
 )
 [ "$#" -gt 0 ] && pkgs+=("$@")
 

@@ -128,8 +128,23 @@ int mr_write_file(const char *path, const void *data, size_t len, unsigned mode,
 		  struct meshrun_err *err)
 {
 	char tmp[4096];
+	struct stat st;
 	int fd;
 
+	/* A device, FIFO or terminal (/dev/null, /dev/stdout) is written in place:
+	 * renaming a temporary file over it would replace the device node. */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return mr_err_sys(err, "open '%s'", path);
+		if (mr_write_full(fd, data, len) < 0) {
+			mr_err_sys(err, "write '%s'", path);
+			close(fd);
+			return MESHRUN_E_SYS;
+		}
+		close(fd);
+		return 0;
+	}
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
 		return mr_err_set(err, MESHRUN_E_INVAL, "path too long: '%s'", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);

@@ -106,9 +106,40 @@ struct mr_hal_opts {
 int mr_hal_new_local(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
 int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
 struct mr_replay; /* src/hal/replay.h: the scripted answers */
-/* The hal takes ownership of rp (freed by mr_hal_free). */
+/* The hal takes ownership of rp (freed by mr_hal_free, or at once on failure). */
 int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr_hal_opts *opts,
 		      struct meshrun_err *err);
+
+/*
+ * The routing backend ("auto", src/hal/mux.c) that the tools use: commands and
+ * processes for this machine (mr_hal_host_is_local) go to a local backend, every
+ * other host to an ssh backend. Each inner backend is made on first use (a local
+ * job never reads ssh_config; a bad ssh_config fails the first remote command or
+ * spawn, naming the file), both get opts. One mr_hal_poll() waits on both
+ * (through their poll_prepare hooks, hal_impl.h). mr_hal_run() and
+ * mr_hal_connect() hand each backend its share of the batch, the local share
+ * first, then the remote one (the local commands are short: the remote hosts
+ * still run in parallel among themselves).
+ */
+int mr_hal_new_auto(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+
+/* The inner constructors of a routing backend (tests inject replay ones); ctx is
+ * passed to both. NULL new_local/new_remote: mr_hal_new_local / mr_hal_new_ssh. */
+struct mr_hal_mux_ctors {
+	int (*new_local)(struct mr_hal **out, const struct mr_hal_opts *opts, void *ctx,
+			 struct meshrun_err *err);
+	int (*new_remote)(struct mr_hal **out, const struct mr_hal_opts *opts, void *ctx,
+			  struct meshrun_err *err);
+	void *ctx;
+};
+int mr_hal_new_mux(struct mr_hal **out, const struct mr_hal_opts *opts,
+		   const struct mr_hal_mux_ctors *ctors, struct meshrun_err *err);
+/* This machine: NULL or "", 127.0.0.1, localhost, ::1, or our hostname
+ * (gethostname(), compared without case). */
+bool mr_hal_host_is_local(const char *host);
+/* The inner backend that serves host, or NULL when it is not made yet. */
+struct mr_hal *mr_hal_mux_inner(struct mr_hal *hal, const char *host);
+
 void mr_hal_free(struct mr_hal *hal);
 const char *mr_hal_name(const struct mr_hal *hal);
 
@@ -139,13 +170,18 @@ int mr_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err);
 bool mr_proc_exited(const struct mr_proc *p);
 void *mr_proc_user(const struct mr_proc *p);
 const char *mr_proc_host(const struct mr_proc *p);
-/* Forget an exited process (a running one is killed first). */
+/* Forget an exited process (a running one is killed first: TERM, a short grace,
+ * KILL, to its whole group; no callbacks). Called from inside a callback, the
+ * release happens when mr_hal_poll() returns. */
 void mr_proc_release(struct mr_proc *p);
 
 /*
  * Wait up to timeout_ms (-1: until something happens) for I/O on every spawned
  * process and deliver events. Returns the number of processes still running, or
  * a negative code. Signals interrupt the wait and return early (not an error).
+ * With nothing to wait for (no running process, no watched fd) it returns at
+ * once, even for -1. Callbacks must not call mr_hal_poll() or mr_hal_free();
+ * mr_hal_run() does not deliver spawn events (it waits for its own commands).
  */
 int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
 

@@ -799,6 +799,33 @@ static void test_log(void **state)
 	free(text);
 }
 
+/* Writing to a FIFO must go through the FIFO, not replace it with a file (the
+ * same path is what kept /dev/null a device when a tool wrote its output there). */
+static void test_fdio_write_special(void **state)
+{
+	char dir[] = "/tmp/mr-test-fifo-XXXXXX";
+	char path[128];
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct stat st;
+	char got[16] = { 0 };
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	fd = open(path, O_RDONLY | O_NONBLOCK);
+	assert_true(fd >= 0);
+	assert_int_equal(mr_write_file(path, "hello", 5, 0644, &err), 0);
+	assert_int_equal(read(fd, got, sizeof(got)), 5);
+	assert_string_equal(got, "hello");
+	close(fd);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -816,6 +843,7 @@ int main(void)
 		cmocka_unit_test(test_err),
 		cmocka_unit_test(test_fdio_files),
 		cmocka_unit_test(test_fdio_pipes),
+		cmocka_unit_test(test_fdio_write_special),
 		cmocka_unit_test(test_log),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,358 @@
+#!/bin/bash
+# bench/allreduce/run.sh - all-reduce bus bandwidth and latency of libmeshrun's
+# ring backend vs Open MPI's MPI_Allreduce vs Gloo's ring and ring-chunked
+# all-reduce vs raw TCP, in ONE run, on the same links.
+#
+#   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
+#       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
+#       [--peers ours,openmpi,gloo,tcp-raw] [--conns 1] [--no-deps] [--no-build]
+#
+# Topology (--mode netns, the default; root): per rank count n, a ring of n
+# network namespaces mrb-r0..mrb-r<n-1> with one rank each; neighbours are
+# joined by a veth pair (one pair for n = 2) with a /30 from 10.233.0.0/16:
+# link k joins rank k (10.233.k.1, "mrr") and rank k+1 (10.233.k.2, "mrl").
+# Rank r's address is its end of the link to its left neighbour, which is what
+# an MLX ring hostfile lists. Host routes send traffic for a neighbour over the
+# direct link and for other ranks (connection setup, and the data of any
+# Open MPI algorithm that talks to non-neighbours) through the ring, with
+# forwarding on. Everything is removed by a trap (also a half-made ring).
+# --mode loopback: every rank on 127.0.0.1 in the current namespace (no root).
+#
+# Peers: ours = bench-ar-ours (libmeshrun ring backend, MLX_RANK/MLX_HOSTFILE,
+# --conns connections per address); openmpi = bench-ar-mpi under mpirun
+# --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
+# --mca btl tcp,self --mca btl_tcp_if_include 10.233.0.0/16 (lo in loopback
+# mode), each rank exec'd into its namespace by mpi_netns_wrap.sh; gloo =
+# bench-ar-gloo (FileStore rendezvous, TCP device on the rank's ring address);
+# tcp-raw = bench-tcp-raw. Packages the bench needs (libgloo-dev, gnuplot-nox,
+# g++, socat) are installed here if missing (--no-deps: don't); none of this
+# is part of the test command.
+#
+# Method (same for every peer, see bench_common.h): per size a warm-up round,
+# then --repeats timed rounds of back-to-back in-place float32 sums after a
+# barrier; --passes runs every peer that many times, alternating the order,
+# and the medians are over all rounds. busbw = bytes/t * 2(n-1)/n. tcp-raw:
+# every rank sends and receives bytes * 2(n-1)/n over its two ring links at
+# once (half each way per link); its "busbw" is the per-rank TCP throughput,
+# the bound for a ring all-reduce.
+#
+# Output in --out (default <build>/bench-out/allreduce-<time>):
+# raw.csv (every round), summary.csv (medians), compare.csv (ratios),
+# busbw.png (busbw vs size, one panel per rank count), env.txt (machine/load),
+# links.txt (bytes rank 0 sent on its ring links per peer run), logs/.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+ranks_list=2,4
+sizes=4K,16K,64K,256K,1M,4M,16M,64M,128M
+repeats=5
+passes=2
+out=""
+build=$root/build-bench
+mode=netns
+peers=ours,openmpi,gloo,tcp-raw
+conns=1
+deps=1
+do_build=1
+port_base=29500
+prefix=mrb-
+
+usage() {
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+	exit "${1:-0}"
+}
+die() { echo "[ERROR] $*" >&2; exit 1; }
+info() { echo "[INFO] $*" >&2; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--ranks) ranks_list=$2; shift ;;
+	--sizes) sizes=$2; shift ;;
+	--repeats) repeats=$2; shift ;;
+	--passes) passes=$2; shift ;;
+	--out) out=$2; shift ;;
+	--build) build=$2; shift ;;
+	--mode) mode=$2; shift ;;
+	--peers) peers=$2; shift ;;
+	--conns) conns=$2; shift ;;
+	--no-deps) deps=0 ;;
+	--no-build) do_build=0 ;;
+	-h|--help) usage 0 ;;
+	*) echo "run.sh: unknown option '$1'" >&2; usage 2 ;;
+	esac
+	shift
+done
+[[ $ranks_list =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--ranks: expected a list like 2,4, got '$ranks_list'"
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: expected a positive number, got '$repeats'"
+[[ $passes =~ ^[1-9][0-9]*$ ]] || die "--passes: expected a positive number, got '$passes'"
+[[ $conns =~ ^[1-8]$ ]] || die "--conns: expected 1..8, got '$conns'"
+[[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die "--sizes: expected a list like 4K,1M, got '$sizes'"
+case $mode in netns|loopback) ;; *) die "--mode: netns or loopback, got '$mode'" ;; esac
+for n in ${ranks_list//,/ }; do
+	[ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "--ranks: $n is not in 2..16"
+done
+for p in ${peers//,/ }; do
+	case $p in ours|openmpi|gloo|tcp-raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
+done
+if [ "$mode" = netns ] && [ "$(id -u)" -ne 0 ]; then
+	die "--mode netns needs root (network namespaces); use --mode loopback"
+fi
+[ -n "$out" ] || out=$build/bench-out/allreduce-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# --- what the bench needs: installed idempotently, never part of the tests ---
+if [ $deps = 1 ]; then
+	"$root/scripts/deps.sh" libgloo-dev gnuplot-nox g++ socat
+fi
+if [ $do_build = 1 ]; then
+	cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 ||
+		die "cmake configure failed, see $out/cmake.log"
+	targets=(bench-ar-ours bench-tcp-raw)
+	known=$(cmake --build "$build" --target help 2>/dev/null || true)
+	grep -qw 'bench-ar-mpi' <<<"$known" && targets+=(bench-ar-mpi)
+	grep -qw 'bench-ar-gloo' <<<"$known" && targets+=(bench-ar-gloo)
+	cmake --build "$build" -j2 --target "${targets[@]}" >>"$out/cmake.log" 2>&1 ||
+		die "build failed, see $out/cmake.log"
+fi
+bin=$build/bin
+has_peer() { [[ ",$peers," == *",$1,"* ]]; }
+has_peer ours && { [ -x "$bin/bench-ar-ours" ] || die "missing $bin/bench-ar-ours"; }
+has_peer tcp-raw && { [ -x "$bin/bench-tcp-raw" ] || die "missing $bin/bench-tcp-raw"; }
+if has_peer openmpi && { [ ! -x "$bin/bench-ar-mpi" ] || ! command -v mpirun >/dev/null; }; then
+	info "Open MPI is not available: skipping it"
+	peers=${peers//openmpi/}
+fi
+if has_peer gloo && [ ! -x "$bin/bench-ar-gloo" ]; then
+	info "Gloo is not available (libgloo-dev): skipping it"
+	peers=${peers//gloo/}
+fi
+
+# --- topology ---
+cur_n=0
+cleanup_ring() {
+	local ns
+	for ns in $(ip netns list 2>/dev/null | awk -v p="$prefix" 'index($1, p) == 1 {print $1}'); do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	# veth ends still in our namespace (a half-made ring)
+	for l in $(ip -o link show 2>/dev/null | awk -F': ' -v p="$prefix" 'index($2, p) == 1 {sub(/@.*/, "", $2); print $2}'); do
+		ip link del "$l" 2>/dev/null || true
+	done
+	cur_n=0
+}
+rank_pids=()
+cleanup() {
+	local p
+	for p in "${rank_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	[ "$mode" = netns ] && cleanup_ring
+	return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ns_of() { echo "${prefix}r$1"; }
+# rank r's listen address (its end of the link to the left neighbour)
+addr_of() {
+	local n=$1 r=$2
+	if [ "$mode" = loopback ]; then echo 127.0.0.1
+	elif [ "$n" = 2 ]; then echo "10.233.0.$((r + 1))"
+	else echo "10.233.$(((r - 1 + n) % n)).2"
+	fi
+}
+
+setup_ring() {
+	local n=$1 nlinks k a b r o d via dev
+	cleanup_ring
+	for ((r = 0; r < n; r++)); do
+		ip netns add "$(ns_of $r)"
+		ip -n "$(ns_of $r)" link set lo up
+		ip netns exec "$(ns_of $r)" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+			net.ipv4.conf.default.rp_filter=0
+	done
+	nlinks=$n
+	[ "$n" = 2 ] && nlinks=1
+	for ((k = 0; k < nlinks; k++)); do
+		a=$k b=$(((k + 1) % n))
+		ip link add "${prefix}${k}a" type veth peer name "${prefix}${k}b"
+		ip link set "${prefix}${k}a" netns "$(ns_of $a)"
+		ip link set "${prefix}${k}b" netns "$(ns_of $b)"
+		ip -n "$(ns_of $a)" link set "${prefix}${k}a" name mrr
+		ip -n "$(ns_of $b)" link set "${prefix}${k}b" name mrl
+		ip -n "$(ns_of $a)" addr add "10.233.$k.1/30" dev mrr
+		ip -n "$(ns_of $b)" addr add "10.233.$k.2/30" dev mrl
+		ip -n "$(ns_of $a)" link set mrr up
+		ip -n "$(ns_of $b)" link set mrl up
+	done
+	# host routes to the addresses of ranks that are not on a shared link
+	if [ "$n" -gt 2 ]; then
+		for ((r = 0; r < n; r++)); do
+			for ((o = 0; o < n; o++)); do
+				d=$(((o - r + n) % n))
+				[ $d = 0 ] && continue
+				for a in "10.233.$(((o - 1 + n) % n)).2" "10.233.$o.1"; do
+					# on a link of r: connected route already
+					[ "$a" = "10.233.$r.2" ] || [ "$a" = "10.233.$(((r - 1 + n) % n)).1" ] && continue
+					if [ $d -le $((n / 2)) ]; then via=10.233.$r.2 dev=mrr
+					else via=10.233.$(((r - 1 + n) % n)).1 dev=mrl
+					fi
+					ip -n "$(ns_of $r)" route add "$a/32" via "$via" dev "$dev"
+				done
+			done
+		done
+	fi
+	cur_n=$n
+}
+
+# in_rank R cmd...: run cmd as rank R's process (in its namespace)
+in_rank() {
+	local r=$1; shift
+	if [ "$mode" = netns ]; then ip netns exec "$(ns_of "$r")" "$@"; else "$@"; fi
+}
+
+write_hostfile() { # n port file
+	local n=$1 port=$2 f=$3 r c line
+	{
+		echo "["
+		for ((r = 0; r < n; r++)); do
+			line="    ["
+			for ((c = 0; c < conns; c++)); do
+				[ $c -gt 0 ] && line+=", "
+				if [ "$mode" = loopback ]; then
+					line+="\"127.0.0.1:$((port + r * conns + c))\""
+				else
+					line+="\"$(addr_of "$n" "$r"):$((port + c))\""
+				fi
+			done
+			line+="]"
+			[ $r -lt $((n - 1)) ] && line+=","
+			echo "$line"
+		done
+		echo "]"
+	} >"$f"
+}
+
+# run_ranks LABEL N cmd...: one process per rank with MLX_RANK/MLX_HOSTFILE;
+# rank 0's stdout appended to raw.csv, stderr of all kept in the log dir.
+run_ranks() {
+	local label=$1 n=$2 r s status=0; shift 2
+	local log=$out/logs/$label-n$n-p$pass
+	rank_pids=()
+	for ((r = 0; r < n; r++)); do
+		MLX_RANK=$r MLX_HOSTFILE=$hf MESHRUN_JOB_TOKEN=bench-$$ \
+			in_rank "$r" "$@" >"$log.r$r.out" 2>"$log.r$r.err" &
+		rank_pids+=($!)
+	done
+	for ((r = 0; r < n; r++)); do
+		wait "${rank_pids[$r]}" || { s=$?; [ $status = 0 ] && status=$s; }
+	done
+	rank_pids=()
+	if [ $status != 0 ]; then
+		info "$label with $n ranks failed (status $status): $(cat "$log".r*.err | head -5)"
+		return 0
+	fi
+	cat "$log.r0.out" >>"$out/raw.csv"
+}
+
+# bytes sent by rank 0 on its ring links (proof that a peer used them)
+link_tx() {
+	[ "$mode" = netns ] || { echo 0; return; }
+	ip netns exec "$(ns_of 0)" sh -c 'cat /sys/class/net/mr[lr]/statistics/tx_bytes' 2>/dev/null |
+		awk '{s += $1} END {printf "%.0f\n", s}'
+}
+
+run_peer() { # peer n
+	local peer=$1 n=$2 log=$out/logs/$1-n$2-p$pass tx0
+	port=$((port + 16))
+	tx0=$(link_tx)
+	run_peer_inner "$@"
+	[ "$mode" = netns ] && echo "$peer n=$n pass=$pass: rank 0 sent $((($(link_tx) - tx0) / 1048576)) MiB on its ring links" >>"$out/links.txt"
+	return 0
+}
+
+run_peer_inner() { # peer n
+	local peer=$1 n=$2 log=$out/logs/$1-n$2-p$pass
+	write_hostfile "$n" "$port" "$hf"
+	info "n=$n pass $pass: $peer"
+	case $peer in
+	ours) run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
+	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" ;;
+	gloo)
+		local store=$out/logs/gloo-store-n$n-p$pass r status=0 s
+		rm -rf "$store"; mkdir -p "$store"
+		rank_pids=()
+		for ((r = 0; r < n; r++)); do
+			in_rank "$r" "$bin/bench-ar-gloo" --rank $r --size "$n" --store "$store" \
+				--addr "$(addr_of "$n" "$r")" --sizes "$sizes" --repeats "$repeats" \
+				>"$log.r$r.out" 2>"$log.r$r.err" &
+			rank_pids+=($!)
+		done
+		for ((r = 0; r < n; r++)); do
+			wait "${rank_pids[$r]}" || { s=$?; [ $status = 0 ] && status=$s; }
+		done
+		rank_pids=()
+		if [ $status = 0 ]; then cat "$log.r0.out" >>"$out/raw.csv"
+		else info "gloo with $n ranks failed (status $status): $(cat "$log".r*.err | head -5)"
+		fi
+		;;
+	openmpi)
+		local ifs=10.233.0.0/16 wrap=() st=$out/logs/mpi-state-n$n-p$pass f
+		rm -rf "$st"; mkdir -p "$st"
+		if [ "$mode" = netns ]; then
+			wrap=("$here/mpi_netns_wrap.sh" "${prefix}r" "$st")
+		else
+			ifs=lo
+		fi
+		if mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
+			--mca mpi_yield_when_idle 1 --mca btl tcp,self --mca btl_tcp_if_include "$ifs" \
+			"${wrap[@]}" "$bin/bench-ar-mpi" --sizes "$sizes" --repeats "$repeats" \
+			>"$log.out" 2>"$log.err" </dev/null; then
+			cat "$log.out" >>"$out/raw.csv"
+		else
+			info "openmpi with $n ranks failed: $(head -5 "$log.err")"
+		fi
+		for f in "$st"/relay-*.pid; do
+			[ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+		done
+		rm -f "$st"/*.sock
+		;;
+	esac
+}
+
+mkdir -p "$out/logs"
+: >"$out/raw.csv"
+hf=$out/logs/hostfile.json
+port=$port_base
+{
+	echo "date: $(date -Is)"
+	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns"
+	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	mpirun --version 2>/dev/null | head -1 || true
+	dpkg-query -W -f='gloo: ${Version}\n' libgloo-dev 2>/dev/null || true
+} >"$out/env.txt"
+
+t_start=$(date +%s)
+for n in ${ranks_list//,/ }; do
+	[ "$mode" = netns ] && setup_ring "$n"
+	order=(${peers//,/ })
+	for ((pass = 1; pass <= passes; pass++)); do
+		# alternate the order so that no peer always runs first (or last)
+		if [ $((pass % 2)) = 0 ]; then
+			rev=()
+			for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[$i]}"); done
+			seq_peers=("${rev[@]}")
+		else
+			seq_peers=("${order[@]}")
+		fi
+		for p in "${seq_peers[@]}"; do
+			[ -n "$p" ] && run_peer "$p" "$n"
+		done
+	done
+	[ "$mode" = netns ] && cleanup_ring
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); took $(($(date +%s) - t_start)) s" >>"$out/env.txt"
+
+"$here/report.sh" "$out"

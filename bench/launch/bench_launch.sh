@@ -1,0 +1,78 @@
+#!/bin/sh
+# bench: wall time of `meshrun -n 8 true` vs `mpirun -n 8 true` (Open MPI), and of a
+# 4-host remote launch through meshsim (root: `meshsim up mesh:4 --name mslb`)
+# `meshrun --hostfile <h1..h4> --ssh-config <its ssh_config> true` vs
+# `mpirun --host h1,h2,h3,h4 --mca plm_rsh_args "-F <ssh_config>" true`, in one run.
+# usage: bench_launch.sh MESHRUN [ITERATIONS] [MESHSIM]
+#        (a benchmark, not a test: no assertions; the remote part needs root and MESHSIM)
+set -eu
+MESHRUN=$1
+N=${2:-${BENCH_ITERS:-20}}
+MESHSIM=${3:-}
+MPIRUN=$(command -v mpirun || true)
+MPIFLAGS="--oversubscribe"
+[ "$(id -u)" = 0 ] && MPIFLAGS="$MPIFLAGS --allow-run-as-root"
+
+# mean wall time in microseconds of N runs of "$@" (output discarded)
+mean_us() {
+	t0=$(date +%s%N)
+	i=0
+	while [ $i -lt "$N" ]; do
+		"$@" >/dev/null 2>&1 </dev/null || { echo "bench: '$*' failed" >&2; exit 1; }
+		i=$((i + 1))
+	done
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000 / N))
+}
+
+m1=$(mean_us "$MESHRUN" -n 1 true)
+m8=$(mean_us "$MESHRUN" -n 8 true)
+echo "meshrun -n 1 true: $m1 us per launch ($N runs)"
+echo "meshrun -n 8 true: $m8 us per launch ($N runs)"
+echo "meshrun overhead per rank: $(((m8 - m1) / 7)) us marginal, $((m8 / 8)) us average"
+if [ -n "$MPIRUN" ]; then
+	# shellcheck disable=SC2086
+	p8=$(mean_us "$MPIRUN" $MPIFLAGS -n 8 true)
+	echo "mpirun -n 8 true:  $p8 us per launch ($N runs, $("$MPIRUN" --version 2>/dev/null | head -1))"
+	awk -v m="$m8" -v p="$p8" 'BEGIN { printf "ratio mpirun/meshrun: %.1fx (target: >= 3x)\n", p / m }'
+else
+	echo "mpirun not installed: no comparison"
+fi
+
+# --- remote: 4 meshsim hosts over ssh ---
+remote_skip() {
+	echo "remote part skipped: $*"
+	exit 0
+}
+[ -n "$MESHSIM" ] && [ -x "$MESHSIM" ] || remote_skip "no meshsim given"
+[ "$(id -u)" = 0 ] || remote_skip "meshsim needs root"
+[ -x /usr/sbin/sshd ] || remote_skip "sshd is not installed"
+SIMDIR=$(mktemp -d "${TMPDIR:-/tmp}/mslb-bench.XXXXXX")
+export MESHSIM_STATE_DIR="$SIMDIR/state"
+trap '"$MESHSIM" down mslb >/dev/null 2>&1; rm -rf "$SIMDIR"' EXIT
+trap 'exit 1' INT TERM
+"$MESHSIM" up mesh:4 --name mslb >"$SIMDIR/up.log" 2>&1 || { cat "$SIMDIR/up.log"; exit 1; }
+CONF=$MESHSIM_STATE_DIR/mslb/ssh_config
+# the ring needs each host's address (--hosts h1,... names carry none): the same hosts as a hostfile
+sep='['
+for h in h1 h2 h3 h4; do
+	ip=$(ip netns exec "mslb-$h" ip -o -4 addr show en0 | awk '{ split($4, a, "/"); print a[1] }')
+	printf '%s{"ssh": "%s", "ips": ["%s"]}' "$sep" "$h" "$ip"
+	sep=', '
+done >"$SIMDIR/hosts.json"
+echo ']' >>"$SIMDIR/hosts.json"
+r4=$(mean_us "$MESHRUN" --hostfile "$SIMDIR/hosts.json" --ssh-config "$CONF" true)
+echo "meshrun 4 hosts (ssh) true: $r4 us per launch ($N runs, one libssh2 connection per host)"
+if [ -n "$MPIRUN" ]; then
+	# orted on each host must reach mpirun over the management network (not the cables);
+	# meshsim's hosts share this machine's hostname and /tmp, where the 4 orteds would race
+	# for one session directory ("mkdir: File exists"): each gets its own TMPDIR ($$ is
+	# the remote shell's pid). Neither changes what a launch costs.
+	net=$(ip -o -4 route show dev mslb-br | awk '{ print $1; exit }')
+	mkdir "$SIMDIR/orte"
+	# shellcheck disable=SC2086
+	q4=$(mean_us "$MPIRUN" $MPIFLAGS --host h1,h2,h3,h4 --mca plm_rsh_args "-F $CONF" \
+		--mca oob_tcp_if_include "$net" --mca orte_launch_agent "env TMPDIR=$SIMDIR/orte/\$\$ orted" true)
+	echo "mpirun 4 hosts (ssh) true:  $q4 us per launch ($N runs)"
+	awk -v m="$r4" -v p="$q4" 'BEGIN { printf "ratio mpirun/meshrun (4 remote hosts): %.1fx (target: >= 3x)\n", p / m }'
+fi

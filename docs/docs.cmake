@@ -1,0 +1,39 @@
+# docs/docs.cmake - man page, reference page and bash completion of a tool,
+# generated in the build from the tool's option tables (its hidden
+# --help-man / --help-markdown / --help-bash, see src/common/optdoc.h) plus the
+# hand-written prose in docs/man/TOOL.1.in.
+#
+#   include(${PROJECT_SOURCE_DIR}/docs/docs.cmake)
+#   meshrun_docs(<target> <tool>)
+#
+# Outputs under <build>/docs/: man/TOOL.1, reference/TOOL.md, completion/TOOL.
+# Installs the man page to share/man/man1 and the completion to
+# share/bash-completion/completions. `cmake --build B --target update-docs`
+# copies the generated reference pages over docs/reference/ (the committed
+# copies; tests/integration/docs checks that they are current).
+include_guard(GLOBAL)
+
+add_custom_target(update-docs)
+
+function(meshrun_docs target tool)
+  set(MESHRUN_DOCS_DIR ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
+  set(out ${PROJECT_BINARY_DIR}/docs)
+  set(prose ${MESHRUN_DOCS_DIR}/man/${tool}.1.in)
+  add_custom_command(
+    OUTPUT ${out}/man/${tool}.1 ${out}/reference/${tool}.md ${out}/completion/${tool}
+    COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DTOOL=${tool}
+            -DPROSE=${prose} -DOUT=${out} -P ${MESHRUN_DOCS_DIR}/gen-doc.cmake
+    DEPENDS ${target} ${prose} ${MESHRUN_DOCS_DIR}/gen-doc.cmake
+    COMMENT "Generating the man page, reference and completion of ${tool}"
+    VERBATIM)
+  add_custom_target(${tool}-docs ALL
+    DEPENDS ${out}/man/${tool}.1 ${out}/reference/${tool}.md ${out}/completion/${tool})
+  add_custom_target(update-docs-${tool}
+    COMMAND ${CMAKE_COMMAND} -E copy ${out}/reference/${tool}.md
+            ${MESHRUN_DOCS_DIR}/reference/${tool}.md
+    DEPENDS ${tool}-docs VERBATIM)
+  add_dependencies(update-docs update-docs-${tool})
+  install(FILES ${out}/man/${tool}.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  install(FILES ${out}/completion/${tool}
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/bash-completion/completions)
+endfunction()

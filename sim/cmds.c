@@ -1,0 +1,549 @@
+/*
+ * cmds.c - `meshsim down | status | exec | fault | gen`.
+ */
+#include "common/compat.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/log.h"
+#include "common/num.h"
+#include "common/opt.h"
+#include "common/xalloc.h"
+#include "sim/cmd.h"
+#include "sim/net.h"
+#include "sim/plan.h"
+#include "sim/proc.h"
+#include "sim/render.h"
+#include "sim/state.h"
+#include "topo/gen.h"
+
+/* Parse options; on help print usage and return 0 with *done set. */
+static int parse(const char *cmd, const char *usage, const char *trailer,
+		 const struct mr_opt *opts, int argc, char **argv, struct mr_strvec *rest,
+		 size_t min_pos, size_t max_pos, unsigned flags, bool *done)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	int rc = mr_opt_parse(opts, argc, argv, flags, NULL, rest, &err);
+
+	*done = false;
+	if (rc == MR_OPT_VERSION) {
+		printf("meshsim %s\n", MESHRUN_VERSION);
+		*done = true;
+		return 0;
+	}
+	if (rc == MR_OPT_HELP) {
+		mr_opt_usage(stdout, usage, opts, trailer);
+		*done = true;
+		return 0;
+	}
+	if (rc == 0 && (rest->nr < min_pos || rest->nr > max_pos))
+		rc = mr_err_set(&err, MESHRUN_E_USAGE, "wrong number of arguments");
+	if (rc < 0) {
+		mr_error("meshsim %s: %s", cmd, err.msg);
+		mr_error("meshsim %s: try 'meshsim %s --help'", cmd, cmd);
+		return MR_SIM_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int need_root(const char *cmd)
+{
+	if (geteuid() == 0)
+		return 0;
+	mr_error("meshsim %s: needs root (network namespaces)", cmd);
+	return MR_SIM_EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------------ down */
+
+int mr_sim_cmd_down(int argc, char **argv)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec rest = MR_STRVEC_INIT;
+	const char *name = MR_SIM_DEFAULT_NAME;
+	const struct mr_opt opts[] = { MR_OPT_END() };
+	size_t removed = 0;
+	bool done;
+	int code;
+
+	code = parse("down", "meshsim down [NAME]",
+		     "Removes every namespace, link, process and file of cluster NAME (default\n"
+		     "meshsim), also what a crashed or half-made bring-up left behind.\n",
+		     opts, argc, argv, &rest, 0, 1, 0, &done);
+	if (code || done)
+		goto out;
+	if (rest.nr)
+		name = rest.v[0];
+	if (mr_sim_check_name(name, &err) < 0) {
+		mr_error("meshsim down: %s", err.msg);
+		code = MR_SIM_EXIT_USAGE;
+		goto out;
+	}
+	code = need_root("down");
+	if (code)
+		goto out;
+	if (mr_sim_teardown(name, &removed, &err) < 0) {
+		mr_error("meshsim down: %s", err.msg);
+		code = MR_SIM_EXIT_FAIL;
+		goto out;
+	}
+	if (removed)
+		printf("meshsim: cluster '%s' is down\n", name);
+	else
+		printf("meshsim: nothing of cluster '%s' was found\n", name);
+out:
+	mr_strvec_release(&rest);
+	return code;
+}
+
+/* ---------------------------------------------------------------- status */
+
+static pid_t read_pid(const char *state, const char *host)
+{
+	char *p = xasprintf("%s/%s/sshd.pid", state, host);
+	struct mr_buf b = MR_BUF_INIT;
+	int64_t v = 0;
+
+	if (mr_read_file(p, 64, &b, NULL) == 0) {
+		char *s = (char *)mr_buf_cstr(&b);
+		s[strcspn(s, "\r\n")] = '\0';
+		if (mr_parse_i64(s, 2, INT32_MAX, &v) < 0)
+			v = 0;
+	}
+	mr_buf_release(&b);
+	free(p);
+	return (pid_t)v;
+}
+
+int mr_sim_cmd_status(int argc, char **argv)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec rest = MR_STRVEC_INIT, faults = MR_STRVEC_INIT;
+	const char *name = MR_SIM_DEFAULT_NAME;
+	const struct mr_opt opts[] = { MR_OPT_END() };
+	struct mr_sim_state *st = NULL;
+	char *state = NULL;
+	bool done;
+	int code;
+
+	code = parse("status", "meshsim status [NAME]",
+		     "Shows the hosts (namespace, addresses, sshd), cables and faults of NAME.\n",
+		     opts, argc, argv, &rest, 0, 1, 0, &done);
+	if (code || done)
+		goto out;
+	if (rest.nr)
+		name = rest.v[0];
+	if (mr_sim_check_name(name, &err) < 0 || mr_sim_state_load(name, &st, &err) < 0) {
+		mr_error("meshsim status: %s", err.msg);
+		code = MR_SIM_EXIT_FAIL;
+		goto out;
+	}
+	state = mr_sim_state_dir(name);
+	mr_sim_faults_load(state, &faults, NULL);
+	printf("cluster %s: %zu hosts, %zu cables, management 10.230.%u.0/24 (bridge %s-br)\n",
+	       st->name, st->cluster->nhosts, st->cluster->ncables, st->subnet, st->name);
+	printf("source: %s\nstate: %s\nssh: ssh -F %s/ssh_config HOST\n", st->fixture, state, state);
+	printf("soft-RoCE: %s\n", st->rxe ? "rdma_<if> devices on the cables of RDMA hosts"
+					   : st->rxe_note ? st->rxe_note : "no");
+	printf("hosts:\n");
+	for (size_t i = 0; i < st->cluster->nhosts; i++) {
+		const char *h = st->cluster->hosts[i].name;
+		char *ns = mr_sim_ns_name(name, h);
+		pid_t pid = read_pid(state, h);
+		bool alive = pid > 0 && mr_sim_pid_in_netns(pid, ns);
+		struct mr_buf addrs = MR_BUF_INIT;
+		struct stat sb;
+		char *nosudo = xasprintf("%s/%s/nosudo", state, h);
+
+		printf("  %-8s netns %s  sshd %s", h, ns, alive ? "running" : "stopped");
+		if (alive)
+			printf(" (pid %d)", (int)pid);
+		printf("%s\n", stat(nosudo, &sb) == 0 ? "  no passwordless sudo" : "");
+		if (geteuid() == 0 &&
+		    mr_sim_run(&addrs, NULL, "addresses", "ip", "-n", ns, "-br", "-4", "addr", NULL) == 0) {
+			struct mr_strvec lines = MR_STRVEC_INIT;
+			mr_strvec_split(&lines, mr_buf_cstr(&addrs), '\n', true);
+			for (size_t l = 0; l < lines.nr; l++)
+				if (strncmp(lines.v[l], "lo ", 3))
+					printf("           %s\n", lines.v[l]);
+			mr_strvec_release(&lines);
+		}
+		mr_buf_release(&addrs);
+		free(nosudo);
+		free(ns);
+	}
+	printf("cables:\n");
+	for (size_t c = 0; c < st->cluster->ncables; c++) {
+		const struct mr_sim_cable *k = &st->cluster->cables[c];
+		printf("  %s:%s <-> %s:%s\n", st->cluster->hosts[k->a].name, k->a_if,
+		       st->cluster->hosts[k->b].name, k->b_if);
+	}
+	printf("faults:%s\n", faults.nr ? "" : " none");
+	for (size_t f = 0; f < faults.nr; f++)
+		printf("  %s\n", faults.v[f]);
+out:
+	free(state);
+	mr_sim_state_free(st);
+	mr_strvec_release(&faults);
+	mr_strvec_release(&rest);
+	return code;
+}
+
+/* ------------------------------------------------------------------ exec */
+
+int mr_sim_cmd_exec(int argc, char **argv)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec rest = MR_STRVEC_INIT;
+	const char *name = MR_SIM_DEFAULT_NAME;
+	const struct mr_opt opts[] = {
+		MR_OPT_STRING_D('n', "name", &name, "NAME", MR_SIM_DEFAULT_NAME, "cluster name"),
+		MR_OPT_END(),
+	};
+	struct mr_sim_state *st = NULL;
+	struct mr_buf path = MR_BUF_INIT;
+	char *ns = NULL, *nspath = NULL, *state = NULL, *hdir = NULL;
+	int fd = -1;
+	bool done;
+	int code;
+
+	code = parse("exec", "meshsim exec [--name NAME] HOST -- COMMAND [ARG...]",
+		     "Runs COMMAND in HOST's namespace with its shims first on PATH; exits with\n"
+		     "COMMAND's status (127 when it cannot be run).\n",
+		     opts, argc, argv, &rest, 2, SIZE_MAX, MR_OPT_STOP_AT_NONOPT, &done);
+	if (code || done)
+		goto out;
+	code = MR_SIM_EXIT_FAIL;
+	if (need_root("exec"))
+		goto out;
+	if (mr_sim_check_name(name, &err) < 0 || mr_sim_state_load(name, &st, &err) < 0) {
+		mr_error("meshsim exec: %s", err.msg);
+		goto out;
+	}
+	if (mr_sim_cluster_find_host(st->cluster, rest.v[0]) < 0) {
+		mr_error("meshsim exec: no host '%s' in cluster '%s'", rest.v[0], name);
+		goto out;
+	}
+	/* "HOST -- cmd": the parser keeps everything after HOST; drop a leading "--" */
+	size_t first = 1;
+	if (first < rest.nr && !strcmp(rest.v[first], "--"))
+		first++;
+	if (first >= rest.nr) {
+		mr_error("meshsim exec: no command given");
+		code = MR_SIM_EXIT_USAGE;
+		goto out;
+	}
+	ns = mr_sim_ns_name(name, rest.v[0]);
+	nspath = xasprintf("/run/netns/%s", ns);
+	state = mr_sim_state_dir(name);
+	hdir = xasprintf("%s/%s", state, rest.v[0]);
+	fd = open(nspath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		mr_error("meshsim exec: enter namespace '%s': %s", nspath, strerror(errno));
+		goto out;
+	}
+	mr_sim_render_path(hdir, &path);
+	setenv("PATH", mr_buf_cstr(&path), 1);
+	setenv("SHLVL", "1", 1);
+	fflush(NULL);
+	signal(SIGPIPE, SIG_DFL);
+	execvp(rest.v[first], &rest.v[first]);
+	mr_error("meshsim exec: run '%s' in host '%s': %s", rest.v[first], rest.v[0], strerror(errno));
+	code = 127;
+out:
+	mr_close(&fd);
+	free(ns);
+	free(nspath);
+	free(state);
+	free(hdir);
+	mr_buf_release(&path);
+	mr_sim_state_free(st);
+	mr_strvec_release(&rest);
+	return code;
+}
+
+/* ----------------------------------------------------------------- fault */
+
+struct fault_ctx {
+	const char *name;
+	struct mr_sim_state *st;
+	char *state;
+};
+
+/* "h1:en3" -> host index and cable; errors name what is wrong. */
+static int find_port(struct fault_ctx *f, const char *arg, size_t *host, size_t *cable, int *side,
+		     struct meshrun_err *err)
+{
+	const char *colon = strchr(arg, ':');
+	char *h;
+	ssize_t hi, ci;
+
+	if (!colon)
+		return mr_err_set(err, MESHRUN_E_USAGE, "'%s': expected HOST:INTERFACE", arg);
+	h = xstrndup(arg, (size_t)(colon - arg));
+	hi = mr_sim_cluster_find_host(f->st->cluster, h);
+	free(h);
+	if (hi < 0)
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no such host in cluster '%s'", arg,
+				  f->name);
+	ci = mr_sim_cluster_find_cable(f->st->cluster, (size_t)hi, colon + 1, side);
+	if (ci < 0)
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no cable on that interface", arg);
+	*host = (size_t)hi;
+	*cable = (size_t)ci;
+	return 0;
+}
+
+static int fault_link(struct fault_ctx *f, const char *arg, bool up, struct meshrun_err *err)
+{
+	const struct mr_sim_cluster *c = f->st->cluster;
+	const struct mr_sim_cable *k;
+	size_t h, ci;
+	int side, rc;
+	char *na, *nb, *key;
+
+	rc = find_port(f, arg, &h, &ci, &side, err);
+	if (rc < 0)
+		return rc;
+	k = &c->cables[ci];
+	na = mr_sim_ns_name(f->name, c->hosts[k->a].name);
+	nb = mr_sim_ns_name(f->name, c->hosts[k->b].name);
+	rc = mr_sim_run(NULL, err, "set link", "ip", "-n", na, "link", "set", "dev", k->a_if,
+			up ? "up" : "down", NULL);
+	if (rc == 0)
+		rc = mr_sim_run(NULL, err, "set link", "ip", "-n", nb, "link", "set", "dev", k->b_if,
+				up ? "up" : "down", NULL);
+	key = xasprintf("unplug %s:%s", c->hosts[k->a].name, k->a_if);
+	if (rc == 0)
+		rc = mr_sim_faults_update(f->state, key, up ? NULL : key, err);
+	free(key);
+	free(na);
+	free(nb);
+	return rc;
+}
+
+static int fault_host(struct fault_ctx *f, const char *host, bool start, struct meshrun_err *err)
+{
+	ssize_t hi = mr_sim_cluster_find_host(f->st->cluster, host);
+	char *ns, *cfg, *log, *key, *sshd;
+	int rc;
+
+	if (hi < 0)
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "no host '%s' in cluster '%s'", host,
+				  f->name);
+	ns = mr_sim_ns_name(f->name, host);
+	key = xasprintf("stop %s", host);
+	if (!start) {
+		/* like pulling the power: every process of the host, then its network */
+		mr_sim_kill_netns(ns, 1000);
+		rc = mr_sim_run(NULL, err, "management link down", "ip", "-n", ns, "link", "set",
+				"dev", "en0", "down", NULL);
+		if (rc == 0)
+			rc = mr_sim_faults_update(f->state, key, key, err);
+		free(ns);
+		free(key);
+		return rc;
+	}
+	cfg = xasprintf("%s/%s/sshd_config", f->state, host);
+	log = xasprintf("%s/%s/sshd.log", f->state, host);
+	sshd = mr_sim_which("sshd");
+	rc = mr_sim_run(NULL, err, "management link up", "ip", "-n", ns, "link", "set", "dev", "en0",
+			"up", NULL);
+	if (rc == 0 && !mr_sim_pid_in_netns(read_pid(f->state, host), ns)) {
+		char *pidf = xasprintf("%s/%s/sshd.pid", f->state, host);
+		unlink(pidf);
+		rc = mr_sim_run(NULL, err, "start sshd", "ip", "netns", "exec", ns,
+				sshd ? sshd : "/usr/sbin/sshd", "-f", cfg, "-E", log, NULL);
+		for (int i = 0; rc == 0 && i < 1000 && read_pid(f->state, host) == 0; i++)
+			usleep(5000);
+		free(pidf);
+	}
+	if (rc == 0) {
+		/* the root namespace remembers the stopped host as unreachable: forget it */
+		char addr[16];
+		char *br = mr_sim_bridge_name(f->name);
+		mr_sim_host_addr(f->st->subnet, (size_t)hi, addr, sizeof(addr));
+		mr_sim_run(NULL, NULL, "forget neighbour", "ip", "neigh", "del", addr, "dev", br, NULL);
+		free(br);
+		rc = mr_sim_faults_update(f->state, key, NULL, err);
+	}
+	free(sshd);
+	free(cfg);
+	free(log);
+	free(ns);
+	free(key);
+	return rc;
+}
+
+static int fault_sudo(struct fault_ctx *f, const char *host, bool allow, struct meshrun_err *err)
+{
+	char *p, *key;
+	int rc = 0;
+
+	if (mr_sim_cluster_find_host(f->st->cluster, host) < 0)
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "no host '%s' in cluster '%s'", host,
+				  f->name);
+	p = xasprintf("%s/%s/nosudo", f->state, host);
+	if (allow) {
+		if (unlink(p) < 0 && errno != ENOENT)
+			rc = mr_err_sys(err, "remove '%s'", p);
+	} else {
+		rc = mr_write_file(p, "", 0, 0644, err);
+	}
+	key = xasprintf("nosudo %s", host);
+	if (rc == 0)
+		rc = mr_sim_faults_update(f->state, key, allow ? NULL : key, err);
+	free(key);
+	free(p);
+	return rc;
+}
+
+static int fault_latency(struct fault_ctx *f, const char *port, const char *delay,
+			 struct meshrun_err *err)
+{
+	const struct mr_sim_cluster *c = f->st->cluster;
+	struct mr_buf out = MR_BUF_INIT;
+	size_t h, ci;
+	int side, rc;
+	int64_t ms;
+	char *ns, *key, *line, *d;
+	const char *ifn;
+
+	if (mr_parse_duration_ms(delay, 60000, &ms) < 0)
+		return mr_err_set(err, MESHRUN_E_USAGE, "'%s': expected a delay like 5ms", delay);
+	rc = find_port(f, port, &h, &ci, &side, err);
+	if (rc < 0)
+		return rc;
+	ifn = side ? c->cables[ci].b_if : c->cables[ci].a_if;
+	ns = mr_sim_ns_name(f->name, c->hosts[h].name);
+	d = xasprintf("%lldms", (long long)ms);
+	if (ms == 0)
+		rc = mr_sim_run(&out, err, "remove latency", "tc", "-n", ns, "qdisc", "del", "dev", ifn,
+				"root", NULL);
+	else
+		rc = mr_sim_run(&out, err, "add latency", "tc", "-n", ns, "qdisc", "replace", "dev",
+				ifn, "root", "netem", "delay", d, NULL);
+	if (rc < 0 && ms && strstr(mr_buf_cstr(&out), "qdisc kind is unknown")) {
+		mr_err_clear(err);
+		rc = mr_err_set(err, MESHRUN_E_UNSUPPORTED,
+				"latency on '%s' skipped: this kernel has no sch_netem (tc netem)", port);
+	}
+	key = xasprintf("latency %s:%s", c->hosts[h].name, ifn);
+	line = xasprintf("%s %s", key, d);
+	if (rc == 0)
+		rc = mr_sim_faults_update(f->state, key, ms ? line : NULL, err);
+	free(key);
+	free(line);
+	free(d);
+	free(ns);
+	mr_buf_release(&out);
+	return rc;
+}
+
+int mr_sim_cmd_fault(int argc, char **argv)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec rest = MR_STRVEC_INIT;
+	const char *name = MR_SIM_DEFAULT_NAME;
+	const struct mr_opt opts[] = {
+		MR_OPT_STRING_D('n', "name", &name, "NAME", MR_SIM_DEFAULT_NAME, "cluster name"),
+		MR_OPT_END(),
+	};
+	struct fault_ctx f = { NULL, NULL, NULL };
+	const char *what;
+	bool done;
+	int code, rc;
+
+	code = parse("fault", "meshsim fault [--name NAME] FAULT ARGS",
+		     "Faults:\n"
+		     "  unplug HOST:IF | plug HOST:IF   cable down/up (both ends)\n"
+		     "  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
+		     "  nosudo HOST | sudo HOST          sudo fails as 'sudo -n' does / works again\n"
+		     "  latency HOST:IF DELAY            tc netem delay on that end (0 removes it)\n"
+		     "Exit status 3: not supported by this kernel (latency without sch_netem).\n",
+		     opts, argc, argv, &rest, 2, 3, 0, &done);
+	if (code || done)
+		goto out;
+	code = MR_SIM_EXIT_FAIL;
+	if (need_root("fault"))
+		goto out;
+	if (mr_sim_check_name(name, &err) < 0 || mr_sim_state_load(name, &f.st, &err) < 0) {
+		mr_error("meshsim fault: %s", err.msg);
+		goto out;
+	}
+	f.name = name;
+	f.state = mr_sim_state_dir(name);
+	what = rest.v[0];
+	if (rest.nr == 3 && strcmp(what, "latency")) {
+		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' takes one argument", what);
+	} else if (!strcmp(what, "unplug") || !strcmp(what, "plug")) {
+		rc = fault_link(&f, rest.v[1], what[0] == 'p', &err);
+	} else if (!strcmp(what, "stop") || !strcmp(what, "start")) {
+		rc = fault_host(&f, rest.v[1], !strcmp(what, "start"), &err);
+	} else if (!strcmp(what, "nosudo") || !strcmp(what, "sudo")) {
+		rc = fault_sudo(&f, rest.v[1], what[0] == 's', &err);
+	} else if (!strcmp(what, "latency")) {
+		rc = rest.nr == 3 ? fault_latency(&f, rest.v[1], rest.v[2], &err)
+				  : mr_err_set(&err, MESHRUN_E_USAGE, "latency HOST:IF DELAY");
+	} else {
+		rc = mr_err_set(&err, MESHRUN_E_USAGE, "unknown fault '%s'", what);
+	}
+	if (rc < 0) {
+		mr_error("meshsim fault: %s", err.msg);
+		code = rc == MESHRUN_E_USAGE ? MR_SIM_EXIT_USAGE
+		     : rc == MESHRUN_E_UNSUPPORTED ? MR_SIM_EXIT_UNSUPPORTED : MR_SIM_EXIT_FAIL;
+		goto out;
+	}
+	code = 0;
+out:
+	free(f.state);
+	mr_sim_state_free(f.st);
+	mr_strvec_release(&rest);
+	return code;
+}
+
+/* ------------------------------------------------------------------- gen */
+
+int mr_sim_cmd_gen(int argc, char **argv)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec rest = MR_STRVEC_INIT;
+	const char *outdir = NULL;
+	const struct mr_opt opts[] = {
+		MR_OPT_STRING('o', "output", &outdir, "DIR", "folder to write the fixture set into"),
+		MR_OPT_END(),
+	};
+	struct mr_topo_genset *g = NULL;
+	bool done;
+	int code;
+
+	code = parse("gen", "meshsim gen TOPOLOGY -o DIR",
+		     "Writes a fixture set (cluster.json, <host>/system_profiler.json,\n"
+		     "networksetup.txt, ibv_devices.txt) for TOPOLOGY: mesh:N, ring:N,\n"
+		     "ring:N,cables=2, mesh:N,missing=h1-h3, ring:N,nordma=h2, speed=40.\n",
+		     opts, argc, argv, &rest, 1, 1, 0, &done);
+	if (code || done)
+		goto out;
+	if (!outdir) {
+		mr_error("meshsim gen: missing -o DIR");
+		code = MR_SIM_EXIT_USAGE;
+		goto out;
+	}
+	if (mr_topo_gen(rest.v[0], &g, &err) < 0 || mr_topo_gen_write(g, outdir, &err) < 0) {
+		mr_error("meshsim gen: %s", err.msg);
+		code = err.code == MESHRUN_E_USAGE || err.code == MESHRUN_E_PARSE ||
+		       err.code == MESHRUN_E_INVAL ? MR_SIM_EXIT_USAGE : MR_SIM_EXIT_FAIL;
+		goto out;
+	}
+	printf("meshsim: wrote %zu hosts of '%s' to %s\n", g->nhosts, rest.v[0], outdir);
+out:
+	mr_topo_genset_free(g);
+	mr_strvec_release(&rest);
+	return code;
+}

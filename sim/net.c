@@ -1,0 +1,235 @@
+#include "common/compat.h"
+#include "sim/net.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/timeutil.h"
+#include "common/xalloc.h"
+#include "sim/plan.h"
+#include "sim/proc.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int list_prefix(const char *dir, const char *prefix, struct mr_strvec *out)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t pl = strlen(prefix);
+
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, pl) && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			mr_strvec_push(out, e->d_name);
+	closedir(d);
+	if (out->nr > 1)
+		qsort(out->v, out->nr, sizeof(*out->v), cmp_str);
+	return 0;
+}
+
+int mr_sim_list_netns(const char *prefix, struct mr_strvec *out)
+{
+	return list_prefix("/run/netns", prefix, out);
+}
+
+int mr_sim_list_links(const char *prefix, struct mr_strvec *out)
+{
+	return list_prefix("/sys/class/net", prefix, out);
+}
+
+static bool same_ns(pid_t pid, const struct stat *ns)
+{
+	char p[64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)pid);
+	return stat(p, &st) == 0 && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev;
+}
+
+int mr_sim_netns_pids(const char *ns, pid_t **pids, size_t *n)
+{
+	char *path = xasprintf("/run/netns/%s", ns);
+	struct stat nst;
+	DIR *d;
+	struct dirent *e;
+	size_t cnt = 0, alloc = 0;
+	pid_t *v = NULL;
+
+	*pids = NULL;
+	*n = 0;
+	if (stat(path, &nst) < 0) {
+		free(path);
+		return -1;
+	}
+	free(path);
+	d = opendir("/proc");
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 1 || pid == getpid())
+			continue;
+		if (!same_ns((pid_t)pid, &nst))
+			continue;
+		if (cnt == alloc) {
+			alloc = alloc ? alloc * 2 : 16;
+			v = xreallocarray(v, alloc, sizeof(*v));
+		}
+		v[cnt++] = (pid_t)pid;
+	}
+	closedir(d);
+	*pids = v;
+	*n = cnt;
+	return 0;
+}
+
+bool mr_sim_pid_in_netns(pid_t pid, const char *ns)
+{
+	char *path = xasprintf("/run/netns/%s", ns);
+	struct stat nst;
+	bool ok;
+
+	ok = pid > 1 && stat(path, &nst) == 0 && kill(pid, 0) == 0 && same_ns(pid, &nst);
+	free(path);
+	return ok;
+}
+
+size_t mr_sim_kill_netns(const char *ns, int wait_ms)
+{
+	pid_t *pids = NULL;
+	size_t n = 0, killed;
+	int64_t deadline = mr_now_ms() + wait_ms;
+
+	if (mr_sim_netns_pids(ns, &pids, &n) < 0 || n == 0) {
+		free(pids);
+		return 0;
+	}
+	killed = n;
+	for (size_t i = 0; i < n; i++)
+		kill(pids[i], SIGTERM);
+	for (;;) {
+		free(pids);
+		pids = NULL;
+		if (mr_sim_netns_pids(ns, &pids, &n) < 0 || n == 0)
+			break;
+		if (mr_ms_left(deadline) == 0) {
+			for (size_t i = 0; i < n; i++)
+				kill(pids[i], SIGKILL);
+			deadline = mr_now_ms() + 2000;
+			wait_ms = -1;
+		}
+		if (wait_ms < 0 && mr_ms_left(deadline) == 0)
+			break;
+		mr_sleep_ms(10);
+	}
+	free(pids);
+	return killed;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int mr_sim_rm_rf(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+bool mr_sim_cluster_exists(const char *name)
+{
+	char *prefix = mr_sim_prefix(name), *dir = mr_sim_state_dir(name);
+	struct mr_strvec v = MR_STRVEC_INIT;
+	struct stat st;
+	bool found;
+
+	mr_sim_list_netns(prefix, &v);
+	mr_sim_list_links(prefix, &v);
+	found = v.nr > 0 || stat(dir, &st) == 0;
+	mr_strvec_release(&v);
+	free(prefix);
+	free(dir);
+	return found;
+}
+
+int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err)
+{
+	char *prefix = mr_sim_prefix(name), *dir = mr_sim_state_dir(name);
+	struct mr_strvec ns = MR_STRVEC_INIT, links = MR_STRVEC_INIT;
+	struct mr_sim_job *jobs = NULL;
+	size_t njobs = 0, count = 0;
+	int rc = 0;
+
+	mr_sim_list_netns(prefix, &ns);
+	/* processes first: a namespace lives on while a process is in it */
+	for (size_t i = 0; i < ns.nr; i++)
+		count += mr_sim_kill_netns(ns.v[i], 1000);
+	mr_sim_list_links(prefix, &links);
+	jobs = xcalloc(ns.nr + links.nr + 1, sizeof(*jobs));
+	for (size_t i = 0; i < links.nr; i++) {
+		struct mr_sim_job j = MR_SIM_JOB_INIT;
+		char *label = xasprintf("remove link '%s'", links.v[i]);
+		mr_sim_job_set(&j, label, "ip", "link", "del", "dev", links.v[i], NULL);
+		free(label);
+		jobs[njobs++] = j;
+	}
+	for (size_t i = 0; i < ns.nr; i++) {
+		struct mr_sim_job j = MR_SIM_JOB_INIT;
+		char *label = xasprintf("remove namespace '%s'", ns.v[i]);
+		mr_sim_job_set(&j, label, "ip", "netns", "del", ns.v[i], NULL);
+		free(label);
+		jobs[njobs++] = j;
+	}
+	if (njobs && mr_sim_run_jobs(jobs, njobs, 8, 30000, MR_SIM_KEEP_GOING, err) < 0)
+		rc = err ? err->code : MESHRUN_E_SYS;
+	count += njobs;
+	/* a root link whose peer was in a namespace may already be gone: not an error */
+	if (rc < 0) {
+		struct mr_strvec left = MR_STRVEC_INIT, leftns = MR_STRVEC_INIT;
+		mr_sim_list_links(prefix, &left);
+		mr_sim_list_netns(prefix, &leftns);
+		if (left.nr == 0 && leftns.nr == 0) {
+			rc = 0;
+			if (err)
+				mr_err_clear(err);
+		}
+		mr_strvec_release(&left);
+		mr_strvec_release(&leftns);
+	}
+	{
+		struct stat st;
+		if (stat(dir, &st) == 0) {
+			count++;
+			if (mr_sim_rm_rf(dir) < 0 && rc == 0)
+				rc = mr_err_sys(err, "remove '%s'", dir);
+		}
+	}
+	for (size_t i = 0; i < njobs; i++)
+		mr_sim_job_release(&jobs[i]);
+	free(jobs);
+	mr_strvec_release(&ns);
+	mr_strvec_release(&links);
+	free(prefix);
+	free(dir);
+	if (removed)
+		*removed = count;
+	return rc;
+}

@@ -1,0 +1,35 @@
+/*
+ * net.h - finding and removing what a cluster made, by name prefix: namespaces
+ * under /run/netns, links in the root namespace, processes inside a namespace,
+ * and the state directory. Used by `down`, by `up` to undo a failed bring-up,
+ * and to refuse `up` over leftovers.
+ */
+#ifndef MR_SIM_NET_H
+#define MR_SIM_NET_H
+
+#include "common/compat.h"
+#include "common/strvec.h"
+#include "meshrun/err.h"
+
+/* Namespace names under /run/netns starting with prefix (sorted). */
+int mr_sim_list_netns(const char *prefix, struct mr_strvec *out);
+/* Root-namespace link names (/sys/class/net) starting with prefix (sorted). */
+int mr_sim_list_links(const char *prefix, struct mr_strvec *out);
+/* Pids of processes whose network namespace is /run/netns/ns; -1 when ns is missing. */
+int mr_sim_netns_pids(const char *ns, pid_t **pids, size_t *n);
+/* Whether pid is alive and in namespace ns. */
+bool mr_sim_pid_in_netns(pid_t pid, const char *ns);
+/* SIGTERM every process in ns, SIGKILL what is left after wait_ms; returns how many. */
+size_t mr_sim_kill_netns(const char *ns, int wait_ms);
+/* rm -rf (does not follow symlinks). */
+int mr_sim_rm_rf(const char *path);
+/* Whether anything named by the cluster's prefix, or its state dir, exists. */
+bool mr_sim_cluster_exists(const char *name);
+/*
+ * Remove everything cluster `name` made: processes in its namespaces, the
+ * namespaces, its root links, the state directory. Best effort: carries on past
+ * failures and reports the first. *removed (if non-NULL) counts what it removed.
+ */
+int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err);
+
+#endif

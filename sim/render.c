@@ -1,0 +1,263 @@
+#include "common/compat.h"
+#include "sim/render.h"
+
+#include "common/shquote.h"
+
+const char *const mr_sim_shim_names[] = {
+	"system_profiler", "networksetup", "ibv_devices", "ipconfig",
+	"ifconfig", "route", "sudo", NULL,
+};
+
+/* Shared sh helpers for the shims that act on the namespace. */
+static const char sh_helpers[] =
+	"die() { echo \"$ME: $*\" >&2; exit 1; }\n"
+	"valid_if() {\n"
+	"\tcase \"$1\" in ''|-*|.|..|*[!A-Za-z0-9_.-]*) return 1 ;; esac\n"
+	"\t[ ${#1} -le 15 ]\n"
+	"}\n"
+	"valid_ip() {\n"
+	"\tcase \"$1\" in ''|*[!0-9.]*|.*|*.|*..*) return 1 ;; esac\n"
+	"\t_old=$IFS; IFS=.; set -- $1; IFS=$_old\n"
+	"\t[ $# -eq 4 ] || return 1\n"
+	"\tfor _o; do\n"
+	"\t\tcase \"$_o\" in 0?*) return 1 ;; esac\n"
+	"\t\t[ ${#_o} -le 3 ] && [ \"$_o\" -le 255 ] || return 1\n"
+	"\tdone\n"
+	"}\n"
+	"# netmask (dotted quad or 0xffffff00) -> prefix length on stdout\n"
+	"mask_len() {\n"
+	"\t_m=$1\n"
+	"\tcase \"$_m\" in\n"
+	"\t0x[0-9a-fA-F]*)\n"
+	"\t\tcase \"$_m\" in 0x*[!0-9a-fA-F]*) return 1 ;; esac\n"
+	"\t\t[ ${#_m} -eq 10 ] || return 1\n"
+	"\t\t_v=$(printf '%d' \"$_m\") || return 1\n"
+	"\t\t_m=$(( (_v >> 24) & 255 )).$(( (_v >> 16) & 255 )).$(( (_v >> 8) & 255 )).$(( _v & 255 ))\n"
+	"\t\t;;\n"
+	"\tesac\n"
+	"\tvalid_ip \"$_m\" || return 1\n"
+	"\t_old=$IFS; IFS=.; set -- $_m; IFS=$_old\n"
+	"\t_len=0; _end=0\n"
+	"\tfor _o; do\n"
+	"\t\tif [ $_end -eq 1 ]; then [ \"$_o\" -eq 0 ] || return 1; continue; fi\n"
+	"\t\tcase \"$_o\" in\n"
+	"\t\t255) _len=$((_len + 8)) ;;\n"
+	"\t\t254) _len=$((_len + 7)); _end=1 ;;\n"
+	"\t\t252) _len=$((_len + 6)); _end=1 ;;\n"
+	"\t\t248) _len=$((_len + 5)); _end=1 ;;\n"
+	"\t\t240) _len=$((_len + 4)); _end=1 ;;\n"
+	"\t\t224) _len=$((_len + 3)); _end=1 ;;\n"
+	"\t\t192) _len=$((_len + 2)); _end=1 ;;\n"
+	"\t\t128) _len=$((_len + 1)); _end=1 ;;\n"
+	"\t\t0) _end=1 ;;\n"
+	"\t\t*) return 1 ;;\n"
+	"\t\tesac\n"
+	"\tdone\n"
+	"\techo $_len\n"
+	"}\n"
+	"has_if() { ip link show dev \"$1\" >/dev/null 2>&1 || die \"interface $1 does not exist\"; }\n";
+
+static const char body_system_profiler[] =
+	"case \"$*\" in\n"
+	"'SPThunderboltDataType -json'|'-json SPThunderboltDataType')\n"
+	"\texec cat \"$D/fixture/system_profiler.json\" ;;\n"
+	"esac\n"
+	"echo \"system_profiler: meshsim replays only 'SPThunderboltDataType -json'\" >&2\n"
+	"exit 1\n";
+
+static const char body_networksetup[] =
+	"if [ $# -eq 1 ] && [ \"$1\" = -listallhardwareports ]; then\n"
+	"\texec cat \"$D/fixture/networksetup.txt\"\n"
+	"fi\n"
+	"echo \"networksetup: meshsim replays only -listallhardwareports\" >&2\n"
+	"exit 1\n";
+
+static const char body_ibv_devices[] =
+	"[ $# -eq 0 ] || { echo \"ibv_devices: meshsim takes no arguments\" >&2; exit 1; }\n"
+	"exec cat \"$D/fixture/ibv_devices.txt\"\n";
+
+static const char body_ipconfig[] =
+	"[ $# -eq 2 ] && [ \"$1\" = getifaddr ] || die 'meshsim supports only: ipconfig getifaddr INTERFACE'\n"
+	"valid_if \"$2\" || die \"bad interface name '$2'\"\n"
+	"out=$(ip -4 -o addr show dev \"$2\" 2>/dev/null) || exit 1\n"
+	"[ -n \"$out\" ] || exit 1\n"
+	"set -- $out\n"
+	"echo \"${4%%/*}\"\n";
+
+static const char body_ifconfig[] =
+	"[ $# -ge 2 ] || die 'meshsim supports: ifconfig IF inet ADDR netmask MASK | ifconfig IF up|down'\n"
+	"IF=$1; shift\n"
+	"valid_if \"$IF\" || die \"bad interface name '$IF'\"\n"
+	"has_if \"$IF\"\n"
+	"if [ $# -eq 1 ] && [ \"$1\" = down ]; then\n"
+	"\tif [ \"$IF\" = bridge0 ]; then\n"
+	"\t\t# a Mac's Thunderbolt interfaces work on their own once bridge0 is down\n"
+	"\t\tip -o link show master bridge0 | while read -r _ n _; do\n"
+	"\t\t\tn=${n%%@*}; n=${n%:}\n"
+	"\t\t\tip link set dev \"$n\" nomaster || exit 1\n"
+	"\t\tdone || exit 1\n"
+	"\tfi\n"
+	"\texec ip link set dev \"$IF\" down\n"
+	"fi\n"
+	"if [ $# -eq 1 ] && [ \"$1\" = up ]; then\n"
+	"\texec ip link set dev \"$IF\" up\n"
+	"fi\n"
+	"[ $# -eq 4 ] && [ \"$1\" = inet ] && [ \"$3\" = netmask ] || die \"unsupported form: ifconfig $IF $*\"\n"
+	"valid_ip \"$2\" || die \"bad address '$2'\"\n"
+	"len=$(mask_len \"$4\") || die \"bad netmask '$4'\"\n"
+	"[ \"$IF\" = bridge0 ] || ip link set dev \"$IF\" nomaster || exit 1\n"
+	"ip -4 addr flush dev \"$IF\" || exit 1\n"
+	"ip addr add \"$2/$len\" dev \"$IF\" || exit 1\n"
+	"exec ip link set dev \"$IF\" up\n";
+
+static const char body_route[] =
+	"usage='meshsim supports: route [-n] change|add [-host] ADDR -interface IF | route [-n] delete [-host] ADDR'\n"
+	"[ \"$1\" = -n ] && shift\n"
+	"[ $# -ge 2 ] || die \"$usage\"\n"
+	"cmd=$1; shift\n"
+	"case \"$cmd\" in add|change|delete) ;; *) die \"$usage\" ;; esac\n"
+	"[ \"$1\" = -host ] && shift\n"
+	"A=$1; shift\n"
+	"valid_ip \"$A\" || die \"bad address '$A'\"\n"
+	"if [ \"$cmd\" = delete ]; then\n"
+	"\t[ $# -eq 0 ] || die \"$usage\"\n"
+	"\tip route del \"$A/32\" || exit 1\n"
+	"\techo \"delete host $A\"\n"
+	"\texit 0\n"
+	"fi\n"
+	"[ $# -eq 2 ] && [ \"$1\" = -interface ] || die \"$usage\"\n"
+	"valid_if \"$2\" || die \"bad interface name '$2'\"\n"
+	"has_if \"$2\"\n"
+	"if [ \"$cmd\" = add ]; then\n"
+	"\tip route add \"$A/32\" dev \"$2\" || exit 1\n"
+	"else\n"
+	"\tip route replace \"$A/32\" dev \"$2\" || exit 1\n"
+	"fi\n"
+	"echo \"$cmd host $A: gateway $2\"\n";
+
+static const char body_sudo[] =
+	"if [ -e \"$D/nosudo\" ]; then\n"
+	"\techo 'sudo: a password is required' >&2\n"
+	"\texit 1\n"
+	"fi\n"
+	"while [ $# -gt 0 ]; do\n"
+	"\tcase \"$1\" in\n"
+	"\t-n|-E|-H) shift ;;\n"
+	"\t--) shift; break ;;\n"
+	"\t-*) die \"option '$1' is not simulated\" ;;\n"
+	"\t*) break ;;\n"
+	"\tesac\n"
+	"done\n"
+	"[ $# -gt 0 ] || die 'usage: sudo [-n] COMMAND...'\n"
+	"exec \"$@\"\n";
+
+struct shim {
+	const char *name;
+	const char *body;
+	bool helpers;
+};
+
+static const struct shim shims[] = {
+	{ "system_profiler", body_system_profiler, false },
+	{ "networksetup", body_networksetup, false },
+	{ "ibv_devices", body_ibv_devices, false },
+	{ "ipconfig", body_ipconfig, true },
+	{ "ifconfig", body_ifconfig, true },
+	{ "route", body_route, true },
+	{ "sudo", body_sudo, true },
+};
+
+int mr_sim_render_shim(const char *which, const char *host, const char *host_dir, struct mr_buf *out)
+{
+	const struct shim *s = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(shims); i++)
+		if (!strcmp(shims[i].name, which))
+			s = &shims[i];
+	if (!s || !mr_is_shell_safe(host_dir) || !mr_is_shell_safe(host)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (mr_buf_printf(out, "#!/bin/sh\n# meshsim shim '%s' of host '%s' (generated)\n"
+			  "ME=%s\nD='%s'\n", s->name, host, s->name, host_dir) < 0)
+		return -1;
+	if (s->helpers && mr_buf_puts(out, sh_helpers) < 0)
+		return -1;
+	return mr_buf_puts(out, s->body);
+}
+
+int mr_sim_render_path(const char *host_dir, struct mr_buf *out)
+{
+	return mr_buf_printf(out, "%s/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			     host_dir);
+}
+
+int mr_sim_render_sshd_config(const char *state_dir, const char *host_dir, const char *addr,
+			      struct mr_buf *out)
+{
+	int rc = mr_buf_printf(out,
+		"# meshsim: sshd of one simulated host (generated)\n"
+		"ListenAddress %s:22\n"
+		"HostKey %s/ssh_host_ed25519_key\n"
+		"PidFile %s/sshd.pid\n"
+		"AuthorizedKeysFile %s/authorized_keys\n"
+		"PermitRootLogin yes\n"
+		"PubkeyAuthentication yes\n"
+		"PasswordAuthentication no\n"
+		"KbdInteractiveAuthentication no\n"
+		"UsePAM no\n"
+		"StrictModes no\n"
+		"UseDNS no\n"
+		"PrintMotd no\n"
+		"MaxSessions 30\n"
+		"MaxStartups 100:30:200\n"
+		"ClientAliveInterval 2\n"
+		"ClientAliveCountMax 3\n"
+		"LogLevel ERROR\n"
+		"Subsystem sftp internal-sftp\n"
+		"# SHLVL=1: bash skips ~/.bashrc for commands (a root .bashrc can cost 80 ms each)\n"
+		"SetEnv SHLVL=1 PATH=",
+		addr, host_dir, host_dir, state_dir);
+
+	if (rc < 0 || mr_sim_render_path(host_dir, out) < 0)
+		return -1;
+	return mr_buf_putc(out, '\n');
+}
+
+int mr_sim_render_ssh_host(const char *state_dir, const char *alias, const char *addr,
+			   struct mr_buf *out)
+{
+	return mr_buf_printf(out,
+		"Host %s\n"
+		"  HostName %s\n"
+		"  User root\n"
+		"  IdentityFile %s/id_ed25519\n"
+		"  IdentitiesOnly yes\n"
+		"  UserKnownHostsFile %s/known_hosts\n"
+		"  StrictHostKeyChecking yes\n"
+		"  BatchMode yes\n"
+		"  LogLevel ERROR\n\n",
+		alias, addr, state_dir, state_dir);
+}
+
+int mr_sim_render_known_host(const char *alias, const char *addr, const char *pubkey_text,
+			     struct mr_buf *out)
+{
+	const char *p = pubkey_text, *type, *key;
+	size_t tlen, klen;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	type = p;
+	tlen = strcspn(p, " \t\r\n");
+	p += tlen;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	key = p;
+	klen = strcspn(p, " \t\r\n");
+	if (!tlen || !klen) {
+		errno = EINVAL;
+		return -1;
+	}
+	return mr_buf_printf(out, "%s,%s %.*s %.*s\n", alias, addr, (int)tlen, type, (int)klen, key);
+}

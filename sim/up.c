@@ -1,0 +1,656 @@
+/*
+ * up.c - `meshsim up`: a fixture folder or topology spec -> a running cluster.
+ *
+ * Order (each phase runs its per-host work as parallel processes):
+ *   1. read and check the fixture (nothing is created before this succeeds);
+ *   2. state dir, state.json (from here on a failure tears everything down),
+ *      per-host files: fixture copies, shims, sshd_config; ssh_config;
+ *   3. ssh-keygen: one user key, one ed25519 host key per host;
+ *   4. `ip -batch root.batch`: namespaces, management bridge and veths, one veth
+ *      pair per cable created directly in the two hosts' namespaces;
+ *   5. per host, inside its namespace: IPv6 off (no background chatter on the
+ *      cables, so their counters show only real traffic), `ip -batch net.batch`:
+ *      lo, en0 address, bridge0 over the Thunderbolt interfaces;
+ *   6. known_hosts and authorized_keys, then one sshd per host;
+ *   7. soft-RoCE where the kernel has rdma_rxe.
+ */
+#include "common/progress.h"
+#include "common/compat.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/log.h"
+#include "common/opt.h"
+#include "common/shquote.h"
+#include "common/timeutil.h"
+#include "common/xalloc.h"
+#include "sim/cmd.h"
+#include "sim/model.h"
+#include "sim/net.h"
+#include "sim/plan.h"
+#include "sim/proc.h"
+#include "sim/render.h"
+#include "sim/state.h"
+#include "topo/gen.h"
+
+#define MAXPAR 8
+#define JOB_TIMEOUT_MS 60000
+
+struct up {
+	const char *name;
+	char *state;                  /* state dir */
+	struct mr_sim_state st;       /* st.cluster points at cl */
+	struct mr_sim_cluster *cl;
+	char **ns;                    /* per host namespace */
+	char (*addr)[16];             /* per host management address */
+	char **hdir;                  /* per host state folder */
+	bool made;                    /* something was created: tear down on failure */
+};
+
+static bool subnet_used_locally(unsigned k)
+{
+	struct ifaddrs *ifa = NULL;
+	bool used = false;
+
+	if (getifaddrs(&ifa) < 0)
+		return false;
+	for (struct ifaddrs *p = ifa; p && !used; p = p->ifa_next) {
+		if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET)
+			continue;
+		uint32_t a = ntohl(((struct sockaddr_in *)(void *)p->ifa_addr)->sin_addr.s_addr);
+		used = (a >> 8) == (((uint32_t)MR_SIM_NET_A << 16) | ((uint32_t)MR_SIM_NET_B << 8) | k);
+	}
+	freeifaddrs(ifa);
+	return used;
+}
+
+static bool subnet_used_by_cluster(unsigned k, const char *self)
+{
+	DIR *d = opendir(mr_sim_state_base());
+	struct dirent *e;
+	bool used = false;
+
+	if (!d)
+		return false;
+	while (!used && (e = readdir(d))) {
+		struct mr_sim_state *st = NULL;
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, self) ||
+		    mr_sim_check_name(e->d_name, NULL) < 0)
+			continue;
+		if (mr_sim_state_load(e->d_name, &st, NULL) == 0)
+			used = st->subnet == k;
+		mr_sim_state_free(st);
+	}
+	closedir(d);
+	return used;
+}
+
+static int pick_subnet(const char *name, unsigned *out, struct meshrun_err *err)
+{
+	unsigned k = mr_sim_subnet_hint(name);
+
+	for (int i = 0; i < 250; i++, k = mr_sim_subnet_next(k))
+		if (!subnet_used_locally(k) && !subnet_used_by_cluster(k, name)) {
+			*out = k;
+			return 0;
+		}
+	return mr_err_set(err, MESHRUN_E_NOTFOUND, "no free subnet 10.230.K.0/24 left");
+}
+
+static int mkdir_p(const char *path, unsigned mode, struct meshrun_err *err)
+{
+	char *p = xstrdup(path);
+
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			int rc = mr_err_sys(err, "mkdir '%s'", p);
+			free(p);
+			return rc;
+		}
+		*s = '/';
+	}
+	free(p);
+	if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST)
+		return mr_err_sys(err, "mkdir '%s'", path);
+	return 0;
+}
+
+static int write_text(const char *path, const char *text, size_t len, unsigned mode,
+		      struct meshrun_err *err)
+{
+	return mr_write_file(path, text ? text : "", text ? len : 0, mode, err);
+}
+
+static const char ibv_header_only[] =
+	"    device          \t   node GUID\n"
+	"    ------          \t----------------\n";
+
+static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
+{
+	const struct mr_sim_host *h = &u->cl->hosts[i];
+	const char *d = u->hdir[i];
+	struct mr_buf b = MR_BUF_INIT;
+	char *p = NULL;
+	int rc;
+
+	p = xasprintf("%s/bin", d);
+	rc = mkdir_p(p, 0755, err);
+	free(p);
+	p = xasprintf("%s/fixture", d);
+	if (rc == 0)
+		rc = mkdir_p(p, 0755, err);
+	free(p);
+	if (rc < 0)
+		return rc;
+
+	p = xasprintf("%s/fixture/system_profiler.json", d);
+	rc = write_text(p, h->sp_json, h->sp_len, 0644, err);
+	free(p);
+	p = xasprintf("%s/fixture/networksetup.txt", d);
+	if (rc == 0)
+		rc = write_text(p, h->hwports, h->hwports ? strlen(h->hwports) : 0, 0644, err);
+	free(p);
+	p = xasprintf("%s/fixture/ibv_devices.txt", d);
+	if (rc == 0)
+		rc = h->ibv ? write_text(p, h->ibv, strlen(h->ibv), 0644, err)
+			    : write_text(p, ibv_header_only, strlen(ibv_header_only), 0644, err);
+	free(p);
+	for (size_t s = 0; rc == 0 && mr_sim_shim_names[s]; s++) {
+		mr_buf_reset(&b);
+		if (mr_sim_render_shim(mr_sim_shim_names[s], h->name, d, &b) < 0) {
+			rc = mr_err_set(err, MESHRUN_E_INVAL, "shim '%s' of host '%s'",
+					mr_sim_shim_names[s], h->name);
+			break;
+		}
+		p = xasprintf("%s/bin/%s", d, mr_sim_shim_names[s]);
+		rc = write_text(p, b.p, b.len, 0755, err);
+		free(p);
+	}
+	if (rc == 0 && h->nosudo) {
+		p = xasprintf("%s/nosudo", d);
+		rc = write_text(p, "", 0, 0644, err);
+		free(p);
+	}
+	mr_buf_reset(&b);
+	if (rc == 0) {
+		mr_sim_render_sshd_config(u->state, d, u->addr[i], &b);
+		p = xasprintf("%s/sshd_config", d);
+		rc = write_text(p, b.p, b.len, 0644, err);
+		free(p);
+	}
+	/* the namespace's own batch: loopback, en0, bridge0 over the cables */
+	mr_buf_reset(&b);
+	if (rc == 0) {
+		mr_buf_printf(&b, "link set lo up\naddr add %s/24 dev en0\nlink set en0 up\n"
+			      "link add bridge0 type bridge stp_state 1\n", u->addr[i]);
+		for (size_t c = 0; c < u->cl->ncables; c++) {
+			const struct mr_sim_cable *k = &u->cl->cables[c];
+			const char *ifn = k->a == i ? k->a_if : k->b == i ? k->b_if : NULL;
+			if (ifn)
+				mr_buf_printf(&b, "link set %s master bridge0\nlink set %s up\n", ifn, ifn);
+		}
+		mr_buf_puts(&b, "link set bridge0 up\n");
+		p = xasprintf("%s/net.batch", d);
+		rc = write_text(p, b.p, b.len, 0644, err);
+		free(p);
+	}
+	mr_buf_release(&b);
+	return rc;
+}
+
+static int write_cluster_files(struct up *u, struct meshrun_err *err)
+{
+	struct mr_buf b = MR_BUF_INIT;
+	char *p;
+	int rc;
+
+	if (mr_sim_state_emit(&u->st, &b) < 0)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "state.json");
+	p = xasprintf("%s/state.json", u->state);
+	rc = write_text(p, b.p, b.len, 0644, err);
+	free(p);
+	for (size_t i = 0; rc == 0 && i < u->cl->nhosts; i++)
+		rc = write_host_files(u, i, err);
+	mr_buf_reset(&b);
+	mr_buf_printf(&b, "# meshsim cluster '%s' (generated by meshsim up)\n"
+		      "# use: ssh -F %s/ssh_config HOST, or MESHRUN_SSH_CONFIG=%s/ssh_config\n\n",
+		      u->name, u->state, u->state);
+	for (size_t i = 0; i < u->cl->nhosts; i++)
+		mr_sim_render_ssh_host(u->state, u->cl->hosts[i].name, u->addr[i], &b);
+	p = xasprintf("%s/ssh_config", u->state);
+	if (rc == 0)
+		rc = write_text(p, b.p, b.len, 0644, err);
+	free(p);
+	/* root namespace batch: namespaces, management bridge and links, cables */
+	mr_buf_reset(&b);
+	for (size_t i = 0; i < u->cl->nhosts; i++)
+		mr_buf_printf(&b, "netns add %s\n", u->ns[i]);
+	{
+		char br_addr[16];
+		char *br = mr_sim_bridge_name(u->name);
+		mr_sim_bridge_addr(u->st.subnet, br_addr, sizeof(br_addr));
+		mr_buf_printf(&b, "link add %s type bridge\naddr add %s/24 dev %s\nlink set %s up\n",
+			      br, br_addr, br, br);
+		for (size_t i = 0; i < u->cl->nhosts; i++) {
+			char *m = mr_sim_mgmt_link(u->name, i);
+			mr_buf_printf(&b, "link add %s type veth peer name en0 netns %s\n"
+				      "link set %s master %s\nlink set %s up\n", m, u->ns[i], m, br, m);
+			free(m);
+		}
+		free(br);
+	}
+	for (size_t c = 0; c < u->cl->ncables; c++) {
+		const struct mr_sim_cable *k = &u->cl->cables[c];
+		mr_buf_printf(&b, "link add %s netns %s type veth peer name %s netns %s\n", k->a_if,
+			      u->ns[k->a], k->b_if, u->ns[k->b]);
+	}
+	p = xasprintf("%s/root.batch", u->state);
+	if (rc == 0)
+		rc = write_text(p, b.p, b.len, 0644, err);
+	free(p);
+	mr_buf_release(&b);
+	return rc;
+}
+
+static int run_phase(struct mr_sim_job *jobs, size_t n, struct meshrun_err *err)
+{
+	int rc = mr_sim_run_jobs(jobs, n, MAXPAR, JOB_TIMEOUT_MS, 0, err);
+
+	for (size_t i = 0; i < n; i++)
+		mr_sim_job_release(&jobs[i]);
+	return rc;
+}
+
+static int make_keys(struct up *u, struct meshrun_err *err)
+{
+	size_t n = u->cl->nhosts + 1;
+	struct mr_sim_job *jobs = xcalloc(n, sizeof(*jobs));
+	char *p = xasprintf("%s/id_ed25519", u->state);
+	int rc;
+
+	mr_sim_job_set(&jobs[0], "user key", "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+		       "meshsim", "-f", p, NULL);
+	free(p);
+	for (size_t i = 0; i < u->cl->nhosts; i++) {
+		char *label = xasprintf("host '%s': host key", u->cl->hosts[i].name);
+		p = xasprintf("%s/ssh_host_ed25519_key", u->hdir[i]);
+		mr_sim_job_set(&jobs[i + 1], label, "ssh-keygen", "-q", "-t", "ed25519", "-N", "",
+			       "-C", u->cl->hosts[i].name, "-f", p, NULL);
+		free(p);
+		free(label);
+	}
+	rc = run_phase(jobs, n, err);
+	free(jobs);
+	return rc;
+}
+
+static int make_network(struct up *u, struct meshrun_err *err)
+{
+	size_t n = u->cl->nhosts;
+	struct mr_sim_job *jobs;
+	char *p = xasprintf("%s/root.batch", u->state);
+	int rc;
+
+	rc = mr_sim_run(NULL, err, "namespaces and links (root.batch)", "ip", "-batch", p, NULL);
+	free(p);
+	if (rc < 0)
+		return rc;
+	jobs = xcalloc(n, sizeof(*jobs));
+	for (size_t i = 0; i < n; i++) {
+		char *label = xasprintf("host '%s': network (%s/net.batch)", u->cl->hosts[i].name,
+					u->hdir[i]);
+		char *script = xasprintf("echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+					 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && "
+					 "exec ip -batch '%s/net.batch'", u->hdir[i]);
+		mr_sim_job_set(&jobs[i], label, "ip", "netns", "exec", u->ns[i], "/bin/sh", "-c",
+			       script, NULL);
+		free(script);
+		free(label);
+	}
+	rc = run_phase(jobs, n, err);
+	free(jobs);
+	return rc;
+}
+
+static int write_keys(struct up *u, struct meshrun_err *err)
+{
+	struct mr_buf kh = MR_BUF_INIT, pub = MR_BUF_INIT;
+	char *p;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < u->cl->nhosts; i++) {
+		mr_buf_reset(&pub);
+		p = xasprintf("%s/ssh_host_ed25519_key.pub", u->hdir[i]);
+		rc = mr_read_file(p, 64 << 10, &pub, err);
+		if (rc == 0 && mr_sim_render_known_host(u->cl->hosts[i].name, u->addr[i],
+							mr_buf_cstr(&pub), &kh) < 0)
+			rc = mr_err_set(err, MESHRUN_E_PARSE, "'%s': not a public key", p);
+		free(p);
+	}
+	p = xasprintf("%s/known_hosts", u->state);
+	if (rc == 0)
+		rc = write_text(p, kh.p, kh.len, 0644, err);
+	free(p);
+	mr_buf_reset(&pub);
+	p = xasprintf("%s/id_ed25519.pub", u->state);
+	if (rc == 0)
+		rc = mr_read_file(p, 64 << 10, &pub, err);
+	free(p);
+	p = xasprintf("%s/authorized_keys", u->state);
+	if (rc == 0)
+		rc = write_text(p, pub.p, pub.len, 0644, err);
+	free(p);
+	mr_buf_release(&kh);
+	mr_buf_release(&pub);
+	return rc;
+}
+
+static int start_sshds(struct up *u, struct meshrun_err *err)
+{
+	size_t n = u->cl->nhosts;
+	struct mr_sim_job *jobs = xcalloc(n, sizeof(*jobs));
+	char *sshd = mr_sim_which("sshd");
+	int64_t deadline;
+	int rc;
+
+	if (!sshd) {
+		free(jobs);
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "sshd not found (install openssh-server)");
+	}
+	/* sshd refuses to start without its privilege separation folder */
+	if (mkdir("/run/sshd", 0755) < 0 && errno != EEXIST) {
+		free(jobs);
+		free(sshd);
+		return mr_err_sys(err, "mkdir '/run/sshd'");
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *label = xasprintf("host '%s': start sshd", u->cl->hosts[i].name);
+		char *cfg = xasprintf("%s/sshd_config", u->hdir[i]);
+		char *log = xasprintf("%s/sshd.log", u->hdir[i]);
+		mr_sim_job_set(&jobs[i], label, "ip", "netns", "exec", u->ns[i], sshd, "-f", cfg,
+			       "-E", log, NULL);
+		free(label);
+		free(cfg);
+		free(log);
+	}
+	free(sshd);
+	rc = run_phase(jobs, n, err);
+	free(jobs);
+	if (rc < 0)
+		return rc;
+	/* the daemon writes its pid file just after the parent returned */
+	deadline = mr_now_ms() + 10000;
+	for (size_t i = 0; i < n; i++) {
+		char *p = xasprintf("%s/sshd.pid", u->hdir[i]);
+		struct stat st;
+		while ((stat(p, &st) < 0 || st.st_size == 0) && mr_ms_left(deadline) > 0)
+			mr_sleep_ms(5);
+		if (stat(p, &st) < 0 || st.st_size == 0)
+			rc = mr_err_set(err, MESHRUN_E_TIMEOUT,
+					"host '%s': sshd wrote no pid file '%s' (see %s/sshd.log)",
+					u->cl->hosts[i].name, p, u->hdir[i]);
+		free(p);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static bool rxe_available(void)
+{
+	struct stat st;
+	char *modprobe;
+	bool ok;
+
+	if (stat("/sys/module/rdma_rxe", &st) == 0)
+		return true;
+	modprobe = mr_sim_which("modprobe");
+	if (!modprobe)
+		return false;
+	ok = mr_sim_run(NULL, NULL, "modprobe rdma_rxe", modprobe, "-q", "rdma_rxe", NULL) == 0;
+	free(modprobe);
+	return ok;
+}
+
+static int make_rxe(struct up *u, struct meshrun_err *err)
+{
+	struct mr_sim_job *jobs = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (!rxe_available()) {
+		u->st.rxe_note = xstrdup("skipped: this kernel has no rdma_rxe module "
+					 "(RDMA tests run in the rxe guest, see shared/rxe-guest)");
+		return 0;
+	}
+	jobs = xcalloc(2 * u->cl->ncables + 1, sizeof(*jobs));
+	for (size_t c = 0; c < u->cl->ncables; c++) {
+		const struct mr_sim_cable *k = &u->cl->cables[c];
+		for (int side = 0; side < 2; side++) {
+			size_t h = side ? k->b : k->a;
+			const char *ifn = side ? k->b_if : k->a_if;
+			char *dev = xasprintf("rdma_%s", ifn);
+			bool listed = false;
+			for (size_t r = 0; r < u->cl->hosts[h].rdma.nr; r++)
+				listed |= !strcmp(u->cl->hosts[h].rdma.v[r], dev);
+			if (listed) {
+				char *label = xasprintf("host '%s': soft-RoCE %s", u->cl->hosts[h].name, dev);
+				mr_sim_job_set(&jobs[n++], label, "ip", "netns", "exec", u->ns[h], "rdma",
+					       "link", "add", dev, "type", "rxe", "netdev", ifn, NULL);
+				free(label);
+			}
+			free(dev);
+		}
+	}
+	rc = run_phase(jobs, n, err);
+	free(jobs);
+	if (rc == 0)
+		u->st.rxe = true;
+	return rc;
+}
+
+static int load_source(struct up *u, const char *src, struct mr_strvec *notes,
+		       struct meshrun_err *err)
+{
+	struct stat st;
+
+	if (stat(src, &st) == 0 && S_ISDIR(st.st_mode))
+		return mr_sim_cluster_load(src, &u->cl, notes, err);
+	if (mr_sim_is_topology_spec(src)) {
+		struct mr_topo_genset *g = NULL;
+		char *dir;
+		int rc = mr_topo_gen(src, &g, err);
+		if (rc < 0)
+			return rc;
+		dir = xasprintf("%s/generated", u->state);
+		u->made = true;
+		rc = mkdir_p(u->state, 0755, err);
+		if (rc == 0)
+			rc = mr_topo_gen_write(g, dir, err);
+		mr_topo_genset_free(g);
+		if (rc == 0)
+			rc = mr_sim_cluster_load(dir, &u->cl, notes, err);
+		free(dir);
+		return rc;
+	}
+	return mr_err_set(err, MESHRUN_E_USAGE,
+			  "'%s': neither a fixture folder nor a topology (mesh:N, ring:N, ...)", src);
+}
+
+/* One step of the bring-up under the progress line (common/progress.h). */
+static int up_step(struct mr_progress *pg, const char *what, size_t nhosts,
+		   int (*fn)(struct up *u, struct meshrun_err *err), struct up *u,
+		   struct meshrun_err *err)
+{
+	int rc;
+
+	mr_progress_step(pg, what, nhosts);
+	rc = fn(u, err);
+	if (rc == 0)
+		mr_progress_step_done(pg);
+	else
+		mr_progress_clear(pg);
+	return rc;
+}
+
+static int up_run(struct up *u, const char *src, struct meshrun_err *err)
+{
+	struct mr_strvec notes = MR_STRVEC_INIT;
+	struct mr_progress pg;
+	int64_t t0 = mr_now_ms();
+	int rc;
+
+	u->state = mr_sim_state_dir(u->name);
+	if (!mr_is_shell_safe(u->state))
+		return mr_err_set(err, MESHRUN_E_USAGE,
+				  "state folder '%s' must be made of [A-Za-z0-9_@%%+=:,./-]", u->state);
+	if (mr_sim_cluster_exists(u->name))
+		return mr_err_set(err, MESHRUN_E_INVAL,
+				  "cluster '%s' is up or left over (run 'meshsim down %s' first)",
+				  u->name, u->name);
+	rc = load_source(u, src, &notes, err);
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; i < notes.nr; i++)
+		mr_warn("%s", notes.v[i]);
+	u->st.name = xstrdup(u->name);
+	u->st.fixture = xstrdup(src);
+	u->st.cluster = u->cl;
+	rc = pick_subnet(u->name, &u->st.subnet, err);
+	if (rc < 0)
+		goto out;
+	u->ns = xcalloc(u->cl->nhosts, sizeof(*u->ns));
+	u->hdir = xcalloc(u->cl->nhosts, sizeof(*u->hdir));
+	u->addr = xcalloc(u->cl->nhosts, sizeof(*u->addr));
+	for (size_t i = 0; i < u->cl->nhosts; i++) {
+		u->ns[i] = mr_sim_ns_name(u->name, u->cl->hosts[i].name);
+		u->hdir[i] = xasprintf("%s/%s", u->state, u->cl->hosts[i].name);
+		mr_sim_host_addr(u->st.subnet, i, u->addr[i], sizeof(u->addr[i]));
+	}
+	u->made = true;
+	rc = mkdir_p(u->state, 0755, err);
+	mr_progress_init(&pg, stderr, "meshsim up", 6, -1);
+	if (rc == 0)
+		rc = up_step(&pg, "state files", 0, write_cluster_files, u, err);
+	if (rc == 0)
+		rc = up_step(&pg, "ssh keys", u->cl->nhosts, make_keys, u, err);
+	if (rc == 0)
+		rc = up_step(&pg, "namespaces and cables", u->cl->nhosts, make_network, u, err);
+	if (rc == 0)
+		rc = up_step(&pg, "known_hosts", 0, write_keys, u, err);
+	if (rc == 0)
+		rc = up_step(&pg, "sshd", u->cl->nhosts, start_sshds, u, err);
+	if (rc == 0)
+		rc = up_step(&pg, "soft-RoCE", u->cl->nhosts, make_rxe, u, err);
+	mr_progress_finish(&pg);
+	if (rc == 0) {
+		/* record the soft-RoCE outcome */
+		struct mr_buf b = MR_BUF_INIT;
+		char *p = xasprintf("%s/state.json", u->state);
+		mr_sim_state_emit(&u->st, &b);
+		rc = write_text(p, b.p, b.len, 0644, err);
+		free(p);
+		mr_buf_release(&b);
+	}
+	if (rc == 0) {
+		printf("meshsim: cluster '%s' is up: %zu hosts, %zu cables, management 10.230.%u.0/24, %.2f s\n",
+		       u->name, u->cl->nhosts, u->cl->ncables, u->st.subnet,
+		       (double)(mr_now_ms() - t0) / 1000.0);
+		if (u->st.rxe_note)
+			printf("meshsim: soft-RoCE %s\n", u->st.rxe_note);
+		printf("  export MESHRUN_SSH_CONFIG=%s/ssh_config\n"
+		       "  ssh -F %s/ssh_config %s true\n"
+		       "  meshsim status %s; meshsim exec --name %s %s -- ip -br addr; meshsim down %s\n",
+		       u->state, u->state, u->cl->hosts[0].name, u->name, u->name,
+		       u->cl->hosts[0].name, u->name);
+	}
+out:
+	mr_strvec_release(&notes);
+	return rc;
+}
+
+static void up_release(struct up *u)
+{
+	for (size_t i = 0; u->cl && i < u->cl->nhosts; i++) {
+		if (u->ns)
+			free(u->ns[i]);
+		if (u->hdir)
+			free(u->hdir[i]);
+	}
+	free(u->ns);
+	free(u->hdir);
+	free(u->addr);
+	free(u->st.name);
+	free(u->st.fixture);
+	free(u->st.rxe_note);
+	mr_sim_cluster_free(u->cl);
+	free(u->state);
+}
+
+int mr_sim_cmd_up(int argc, char **argv)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec rest = MR_STRVEC_INIT;
+	const char *name = MR_SIM_DEFAULT_NAME;
+	struct up u;
+	int rc, code = 0;
+	const struct mr_opt opts[] = {
+		MR_OPT_STRING_D('n', "name", &name, "NAME", MR_SIM_DEFAULT_NAME,
+				"cluster name: namespaces NAME-<host>, state in $MESHSIM_STATE_DIR/NAME"),
+		MR_OPT_END(),
+	};
+
+	memset(&u, 0, sizeof(u));
+	rc = mr_opt_parse(opts, argc, argv, 0, NULL, &rest, &err);
+	if (rc == MR_OPT_VERSION) {
+		printf("meshsim %s\n", MESHRUN_VERSION);
+		goto out;
+	}
+	if (rc == MR_OPT_HELP) {
+		mr_opt_usage(stdout, "meshsim up FIXTURE_DIR|TOPOLOGY [--name NAME]", opts,
+			     "Brings up one network namespace and sshd per host of the fixture folder\n"
+			     "(or of a generated topology: mesh:4, ring:8,cables=2, ...). Needs root.\n");
+		goto out;
+	}
+	if (rc == 0 && rest.nr != 1)
+		rc = mr_err_set(&err, MESHRUN_E_USAGE, "expected one FIXTURE_DIR or TOPOLOGY");
+	if (rc == 0)
+		rc = mr_sim_check_name(name, &err);
+	if (rc < 0) {
+		mr_error("meshsim up: %s", err.msg);
+		mr_error("meshsim up: try 'meshsim up --help'");
+		code = MR_SIM_EXIT_USAGE;
+		goto out;
+	}
+	if (geteuid() != 0) {
+		mr_error("meshsim up: needs root (network namespaces, veth links, sshd)");
+		code = MR_SIM_EXIT_FAIL;
+		goto out;
+	}
+	u.name = name;
+	rc = up_run(&u, rest.v[0], &err);
+	if (rc < 0) {
+		mr_error("meshsim up: %s", err.msg);
+		if (u.made) {
+			struct meshrun_err terr = MESHRUN_ERR_INIT;
+			if (mr_sim_teardown(name, NULL, &terr) < 0)
+				mr_error("meshsim up: cleaning up: %s (try 'meshsim down %s')",
+					 terr.msg, name);
+		}
+		code = rc == MESHRUN_E_USAGE ? MR_SIM_EXIT_USAGE : MR_SIM_EXIT_FAIL;
+	}
+out:
+	up_release(&u);
+	mr_strvec_release(&rest);
+	return code;
+}

@@ -1,0 +1,58 @@
+/*
+ * env.h - the environment libmeshrun reads (MLX's names first).
+ *
+ * Rank: MLX_RANK; where it is absent SLURM_PROCID (size SLURM_NTASKS), else
+ * OMPI_COMM_WORLD_RANK (size OMPI_COMM_WORLD_SIZE). The ring's size comes from
+ * MLX_HOSTFILE; a size variable that disagrees with it is an error.
+ *
+ * Ring hostfile (MLX_HOSTFILE), as mlx.launch writes it: a JSON list with one
+ * entry per rank, each a list of "ip:port" strings (several = several
+ * connections), e.g. [["10.0.0.1:5000","10.0.0.1:5001"],["10.0.0.2:5000",...]].
+ * The flat form ["10.0.0.1:5000", "10.0.0.2:5000"] (one address per rank) is
+ * accepted too. IPv6 addresses are written "[::1]:5000". Every rank must have
+ * the same number of addresses (connections are paired left/right).
+ *
+ * Ownership: mr_ring_hosts_free() releases everything parse/load allocated.
+ */
+#ifndef MR_COLL_ENV_H
+#define MR_COLL_ENV_H
+
+#include "common/compat.h"
+#include "meshrun/err.h"
+
+#include <sys/socket.h>
+
+struct mr_ring_addr {
+	char text[80];			/* as written: "10.0.0.1:5000" */
+	struct sockaddr_storage sa;	/* resolved numeric address */
+	socklen_t salen;
+};
+
+struct mr_ring_hosts {
+	int nranks;
+	int naddrs;			/* addresses per rank */
+	struct mr_ring_addr *addrs;	/* nranks * naddrs, rank-major */
+};
+
+#define MR_RING_ADDR(h, r, i) (&(h)->addrs[(size_t)(r) * (size_t)(h)->naddrs + (size_t)(i)])
+
+/* Parse "ip:port" / "[v6]:port" (numeric only). Errors name the string. */
+int mr_ring_parse_addr(const char *s, struct mr_ring_addr *out, struct meshrun_err *err);
+/* Parse the hostfile text; name prefixes errors ("hosts.json: [1][0]: ..."). */
+int mr_ring_hosts_parse(const char *text, size_t len, const char *name,
+			struct mr_ring_hosts *out, struct meshrun_err *err);
+int mr_ring_hosts_load(const char *path, struct mr_ring_hosts *out, struct meshrun_err *err);
+void mr_ring_hosts_free(struct mr_ring_hosts *h);
+
+/*
+ * Rank (and size, -1 when unknown) from the environment. Returns 1 when a rank
+ * variable was found, 0 when none is set, or a negative code when one is
+ * malformed (message names the variable). *which gets the variable's name.
+ */
+int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *err);
+
+/* MESHRUN_TIMEOUT in seconds ("30", "1.5", "500ms"); default 30 s. */
+#define MR_DEFAULT_TIMEOUT_MS 30000
+int mr_env_timeout_ms(int64_t *ms, struct meshrun_err *err);
+
+#endif

@@ -1,0 +1,274 @@
+/*
+ * jaccl_cfg.c - the JACCL backend's environment, device matrix and chunk
+ * arithmetic (pure functions, no verbs: unit tested in test_jaccl_cfg.c).
+ */
+#include "common/compat.h"
+#include "coll/jaccl.h"
+#include "coll/env.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/num.h"
+
+#include <cjson/cJSON.h>
+
+void mr_jaccl_matrix_free(struct mr_jaccl_matrix *m)
+{
+	if (m->cells) {
+		for (size_t i = 0; i < (size_t)m->size * (size_t)m->size; i++)
+			free(m->cells[i].names);
+	}
+	MR_FREE(m->cells);
+	m->size = 0;
+}
+
+static int set_name(struct mr_jaccl_cell *c, int i, const cJSON *v, const char *name, int r,
+		    int col, struct meshrun_err *err)
+{
+	if (!cJSON_IsString(v))
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: rank %d, column %d: device names must be strings", name, r, col);
+	size_t len = strlen(v->valuestring);
+	if (len == 0 || len >= MR_JACCL_DEVNAME_MAX)
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: rank %d, column %d: device name '%s' is empty or longer than %d bytes", name, r, col, v->valuestring, MR_JACCL_DEVNAME_MAX - 1);
+	memcpy(c->names[i], v->valuestring, len + 1);
+	return 0;
+}
+
+static int parse_cell(struct mr_jaccl_cell *c, const cJSON *v, const char *name, int r, int col,
+		      struct meshrun_err *err)
+{
+	int n;
+
+	if (cJSON_IsNull(v))
+		return 0;
+	if (cJSON_IsString(v))
+		n = 1;
+	else if (cJSON_IsArray(v))
+		n = cJSON_GetArraySize(v);
+	else
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: rank %d, column %d: expected null, a device name or a list of device names", name, r, col);
+	if (n > MR_JACCL_MAX_CABLES)
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: rank %d, column %d: %d devices, at most %d supported", name, r, col, n, MR_JACCL_MAX_CABLES);
+	if (n == 0)
+		return 0;
+	c->names = calloc((size_t)n, sizeof(*c->names));
+	if (!c->names)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "%s: out of memory", name);
+	c->n = n;
+	for (int i = 0; i < n; i++) {
+		int rc = set_name(c, i, cJSON_IsString(v) ? v : cJSON_GetArrayItem(v, i), name, r, col, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int mr_jaccl_matrix_parse(const char *text, size_t len, const char *name,
+			  struct mr_jaccl_matrix *out, struct meshrun_err *err)
+{
+	struct mr_jaccl_matrix m = { 0, NULL };
+	const char *end = NULL;
+	int rc = 0;
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+
+	if (!root) {
+		size_t off = end && end >= text ? (size_t)(end - text) : 0;
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: malformed JSON near byte %zu", name, off);
+	}
+	if (!cJSON_IsArray(root)) {
+		rc = mr_err_set(err, MESHRUN_E_PARSE, "%s: the device file should start with a list (one row per rank)", name);
+		goto out;
+	}
+	m.size = cJSON_GetArraySize(root);
+	if (m.size < 1 || m.size > MR_JACCL_MAX_RANKS) {
+		rc = mr_err_set(err, MESHRUN_E_PARSE, "%s: %d rows, expected 1..%d (one per rank)", name, m.size, MR_JACCL_MAX_RANKS);
+		goto out;
+	}
+	m.cells = calloc((size_t)m.size * (size_t)m.size, sizeof(*m.cells));
+	if (!m.cells) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "%s: out of memory", name);
+		goto out;
+	}
+	for (int r = 0; r < m.size; r++) {
+		const cJSON *row = cJSON_GetArrayItem(root, r);
+		if (!cJSON_IsArray(row)) {
+			rc = mr_err_set(err, MESHRUN_E_PARSE, "%s: rank %d: expected a list of %d cells", name, r, m.size);
+			goto out;
+		}
+		if (cJSON_GetArraySize(row) != m.size) {
+			rc = mr_err_set(err, MESHRUN_E_PARSE, "%s: rank %d: %d cells, expected %d (one per rank: the matrix must be square)", name, r, cJSON_GetArraySize(row), m.size);
+			goto out;
+		}
+		for (int c = 0; c < m.size; c++) {
+			rc = parse_cell(MR_JACCL_CELL(&m, r, c), cJSON_GetArrayItem(row, c), name, r, c, err);
+			if (rc < 0)
+				goto out;
+		}
+	}
+	*out = m;
+	m.cells = NULL;
+out:
+	mr_jaccl_matrix_free(&m);
+	cJSON_Delete(root);
+	return rc;
+}
+
+int mr_jaccl_matrix_load(const char *path, struct mr_jaccl_matrix *out, struct meshrun_err *err)
+{
+	struct mr_buf b = MR_BUF_INIT;
+	int rc = mr_read_file(path, 4u << 20, &b, err);
+
+	if (rc == 0)
+		rc = mr_jaccl_matrix_parse(mr_buf_cstr(&b), b.len, path, out, err);
+	mr_buf_release(&b);
+	return rc;
+}
+
+/* Why m is not a mesh ("rank 1, column 3: ..."), or "" when it is. */
+static void mesh_fault(const struct mr_jaccl_matrix *m, char *why, size_t n)
+{
+	why[0] = '\0';
+	if (m->size < 2) {
+		snprintf(why, n, "a mesh needs at least 2 ranks");
+		return;
+	}
+	for (int r = 0; r < m->size; r++) {
+		for (int c = 0; c < m->size; c++) {
+			int k = MR_JACCL_CELL(m, r, c)->n;
+			if (r == c && k) {
+				snprintf(why, n, "rank %d, column %d: the diagonal must be null", r, c);
+				return;
+			}
+			if (r != c && !k) {
+				snprintf(why, n, "rank %d, column %d: no device (a mesh needs every rank cabled to every other)", r, c);
+				return;
+			}
+		}
+	}
+}
+
+static void ring_fault(const struct mr_jaccl_matrix *m, char *why, size_t n)
+{
+	why[0] = '\0';
+	if (m->size < 2) {
+		snprintf(why, n, "a ring needs at least 2 ranks");
+		return;
+	}
+	int want = MR_JACCL_CELL(m, 0, 1)->n;
+	if (want == 0) {
+		snprintf(why, n, "rank 0, column 1: no device (a ring needs rank 0 cabled to rank 1)");
+		return;
+	}
+	for (int r = 0; r < m->size; r++) {
+		int side[2] = { (r + m->size - 1) % m->size, (r + 1) % m->size };
+		if (MR_JACCL_CELL(m, r, r)->n) {
+			snprintf(why, n, "rank %d, column %d: the diagonal must be null", r, r);
+			return;
+		}
+		for (int s = 0; s < 2; s++) {
+			int k = MR_JACCL_CELL(m, r, side[s])->n;
+			if (k != want) {
+				snprintf(why, n, "rank %d, column %d: %d device(s) to its %s neighbour, but a ring needs %d as in rank 0, column 1", r, side[s], k, s ? "right" : "left", want);
+				return;
+			}
+		}
+	}
+}
+
+int mr_jaccl_matrix_topology(const struct mr_jaccl_matrix *m, bool prefer_ring, int *ncables,
+			     const char *name, struct meshrun_err *err)
+{
+	char mesh[200], ring[200];
+
+	mesh_fault(m, mesh, sizeof(mesh));
+	ring_fault(m, ring, sizeof(ring));
+	if (prefer_ring && !ring[0]) {
+		*ncables = MR_JACCL_CELL(m, 0, 1)->n;
+		return MR_JACCL_RING;
+	}
+	if (!mesh[0]) {
+		*ncables = 1;
+		return MR_JACCL_MESH;
+	}
+	if (!ring[0]) {
+		*ncables = MR_JACCL_CELL(m, 0, 1)->n;
+		return MR_JACCL_RING;
+	}
+	return mr_err_set(err, MESHRUN_E_PARSE, "%s: the devices form neither a mesh (%s) nor a ring (%s)", name, mesh, ring);
+}
+
+static const char *env2(const char *a, const char *b, const char **which)
+{
+	const char *v = getenv(a);
+
+	*which = a;
+	if (v)
+		return v;
+	*which = b;
+	return getenv(b);
+}
+
+int mr_jaccl_env_read(struct mr_jaccl_env *e, struct meshrun_err *err)
+{
+	const char *which = NULL, *v;
+	int size = -1, rc;
+
+	memset(e, 0, sizeof(*e));
+	e->gid_index = -1;
+	e->devices_path = env2("JACCL_IBV_DEVICES", "MLX_IBV_DEVICES", &which);
+	e->coordinator = env2("JACCL_COORDINATOR", "MLX_JACCL_COORDINATOR", &which);
+	if (!e->devices_path || !*e->devices_path)
+		return mr_err_set(err, MESHRUN_E_BACKEND, "jaccl: MLX_IBV_DEVICES (or JACCL_IBV_DEVICES) is not set");
+	if (!e->coordinator || !*e->coordinator)
+		return mr_err_set(err, MESHRUN_E_BACKEND, "jaccl: MLX_JACCL_COORDINATOR (or JACCL_COORDINATOR) is not set");
+	e->prefer_ring = env2("JACCL_RING", "MLX_JACCL_RING", &which) != NULL;
+
+	v = getenv("JACCL_RANK");
+	if (v) {
+		e->which_rank = "JACCL_RANK";
+		if (mr_parse_int(v, 0, MR_JACCL_MAX_RANKS - 1, &e->rank) < 0)
+			return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: JACCL_RANK='%s': expected an integer in 0..%d", v, MR_JACCL_MAX_RANKS - 1);
+	} else {
+		rc = mr_env_rank(&e->rank, &size, &e->which_rank, err);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return mr_err_set(err, MESHRUN_E_BACKEND, "jaccl: no rank in the environment (MLX_RANK or JACCL_RANK)");
+	}
+	v = getenv("MESHRUN_IB_GID_INDEX");
+	if (v && *v && mr_parse_int(v, 0, 255, &e->gid_index) < 0)
+		return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_IB_GID_INDEX='%s': expected an integer in 0..255", v);
+	rc = mr_env_timeout_ms(&e->timeout_ms, err);
+	if (rc < 0)
+		return rc;
+	v = getenv("MESHRUN_JOB_TOKEN");
+	if (v) {
+		e->token_len = strlen(v);
+		if (e->token_len > MR_TOKEN_MAX)
+			return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_JOB_TOKEN is longer than %d bytes", MR_TOKEN_MAX);
+		memcpy(e->token, v, e->token_len);
+	}
+	return 0;
+}
+
+size_t mr_jaccl_chunk_size(size_t bytes)
+{
+	size_t c = MR_JACCL_MIN_CHUNK;
+
+	while (c < MR_JACCL_MAX_CHUNK && c * 2 <= bytes / 2)
+		c *= 2;
+	return c;
+}
+
+size_t mr_jaccl_nchunks(size_t bytes, size_t chunk)
+{
+	return bytes / chunk + (bytes % chunk != 0);
+}
+
+void mr_jaccl_split(size_t count, size_t parts, size_t i, size_t *off, size_t *n)
+{
+	size_t base = count / parts, extra = count % parts;
+
+	*n = base + (i < extra);
+	*off = i * base + MR_MIN(i, extra);
+}

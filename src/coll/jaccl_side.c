@@ -1,0 +1,470 @@
+/*
+ * jaccl_side.c - the JACCL backend's TCP side channel (a star around rank 0).
+ *
+ * Used to exchange queue-pair addresses (all-gather through rank 0), for the
+ * barrier that separates "every QP is ready to receive" from the first send,
+ * and, while collectives run, to spread a failure: a rank that fails sends an
+ * abort to rank 0, which forwards it to everyone; a rank whose process dies
+ * closes its socket, which rank 0 sees at once (and the others see when rank 0
+ * dies). Sockets are blocking; every wait is a poll() against a deadline and
+ * sends are bounded by SO_SNDTIMEO.
+ */
+#include "common/compat.h"
+#include "coll/env.h"
+#include "coll/jaccl.h"
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/timeutil.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+size_t mr_jaccl_blobs_encode(const struct mr_jaccl_blob *b, int n, unsigned char *buf)
+{
+	size_t off = 0;
+
+	for (int i = 0; i < n; i++) {
+		put32(buf + off, (uint32_t)b[i].len);
+		off += 4;
+		if (b[i].len)
+			memcpy(buf + off, b[i].data, b[i].len);
+		off += b[i].len;
+	}
+	return off;
+}
+
+void mr_jaccl_blobs_free(struct mr_jaccl_blob *b, int n)
+{
+	if (!b)
+		return;
+	for (int i = 0; i < n; i++)
+		free(b[i].data);
+	free(b);
+}
+
+int mr_jaccl_blobs_decode(const unsigned char *buf, size_t len, int n, struct mr_jaccl_blob **out,
+			  struct meshrun_err *err)
+{
+	struct mr_jaccl_blob *b = calloc((size_t)n, sizeof(*b));
+	size_t off = 0;
+
+	if (!b)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	for (int i = 0; i < n; i++) {
+		if (len - off < 4) {
+			mr_jaccl_blobs_free(b, n);
+			return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: all-gather reply cut short at rank %d", i);
+		}
+		size_t bl = get32(buf + off);
+		off += 4;
+		if (bl > MR_JACCL_MAX_BLOB || bl > len - off) {
+			mr_jaccl_blobs_free(b, n);
+			return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: rank %d's entry of %zu bytes overruns the all-gather reply", i, bl);
+		}
+		b[i].data = malloc(bl ? bl : 1);
+		if (!b[i].data) {
+			mr_jaccl_blobs_free(b, n);
+			return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+		}
+		memcpy(b[i].data, buf + off, bl);
+		b[i].len = bl;
+		off += bl;
+	}
+	if (off != len) {
+		mr_jaccl_blobs_free(b, n);
+		return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: %zu stray bytes after the all-gather reply", len - off);
+	}
+	*out = b;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ I/O */
+
+/* Read n bytes before the deadline; 0, MESHRUN_E_TIMEOUT, or MESHRUN_E_PEER on EOF/error. */
+static int read_deadline(int fd, void *buf, size_t n, int64_t deadline, const char *who,
+			 struct meshrun_err *err)
+{
+	unsigned char *p = buf;
+
+	while (n) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		int left = mr_ms_left(deadline);
+		int rc = poll(&pfd, 1, left);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return mr_err_sys(err, "jaccl side channel: poll");
+		if (rc == 0)
+			return mr_err_set(err, MESHRUN_E_TIMEOUT, "jaccl side channel: %s sent nothing for the timeout", who);
+		ssize_t k = recv(fd, p, n, 0);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k == 0)
+			return mr_err_set(err, MESHRUN_E_PEER, "jaccl side channel: %s closed the connection", who);
+		if (k < 0)
+			return mr_err_errno(err, errno, MESHRUN_E_PEER, "jaccl side channel: recv from %s", who);
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n, const char *who, struct meshrun_err *err)
+{
+	const unsigned char *p = buf;
+
+	while (n) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return mr_err_errno(err, errno, MESHRUN_E_PEER, "jaccl side channel: send to %s", who);
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int send_frame(int fd, unsigned type, uint32_t src, uint32_t dst, const void *data,
+		      size_t len, const char *who, struct meshrun_err *err)
+{
+	unsigned char hdr[MR_FRAME_HDR];
+	struct mr_frame_hdr f = { type, src, dst, len };
+
+	mr_frame_encode(&f, hdr);
+	int rc = write_all(fd, hdr, sizeof(hdr), who, err);
+	if (rc == 0 && len)
+		rc = write_all(fd, data, len, who, err);
+	return rc;
+}
+
+/* Read one frame; *data malloc'ed (len + 1 bytes, NUL-terminated). */
+static int recv_frame(const struct mr_jaccl_side *s, int fd, struct mr_frame_hdr *f,
+		      unsigned char **data, size_t max, int64_t deadline, const char *who,
+		      struct meshrun_err *err)
+{
+	unsigned char hdr[MR_FRAME_HDR];
+	int rc = read_deadline(fd, hdr, sizeof(hdr), deadline, who, err);
+
+	*data = NULL;
+	if (rc < 0)
+		return rc;
+	rc = mr_frame_decode(hdr, (uint32_t)s->size, f, err);
+	if (rc < 0)
+		return rc;
+	if (f->type == MR_FRAME_HB || f->len > max)
+		return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: unexpected frame (type %u, %llu bytes) from %s", f->type, (unsigned long long)f->len, who);
+	*data = malloc((size_t)f->len + 1);
+	if (!*data)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	rc = read_deadline(fd, *data, (size_t)f->len, deadline, who, err);
+	if (rc < 0) {
+		MR_FREE(*data);
+		return rc;
+	}
+	(*data)[f->len] = '\0';
+	return 0;
+}
+
+/* ---------------------------------------------------------------- hello */
+
+static void make_hello(const struct mr_jaccl_side *s, unsigned char *buf, size_t *len)
+{
+	struct mr_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.version = MR_WIRE_VERSION;
+	h.lane = MR_LANE_P2P;
+	h.rank = (uint32_t)s->rank;
+	h.size = (uint32_t)s->size;
+	h.nconn = MR_JACCL_HELLO_TAG;
+	h.token_len = s->token_len;
+	memcpy(h.token, s->token, s->token_len);
+	*len = mr_hello_encode(&h, buf);
+}
+
+static int read_hello(int fd, struct mr_hello *h, int64_t deadline, const char *who,
+		      struct meshrun_err *err)
+{
+	unsigned char buf[MR_HELLO_MAX];
+	int rc = read_deadline(fd, buf, MR_HELLO_FIXED, deadline, who, err);
+
+	if (rc < 0)
+		return rc;
+	rc = mr_hello_decode(buf, MR_HELLO_FIXED, h, err);
+	if (rc <= 0)
+		return rc;
+	size_t need = (size_t)rc;
+	rc = read_deadline(fd, buf + MR_HELLO_FIXED, need - MR_HELLO_FIXED, deadline, who, err);
+	if (rc < 0)
+		return rc;
+	return mr_hello_decode(buf, need, h, err);
+}
+
+static void tune(int fd, int64_t timeout_ms)
+{
+	int one = 1;
+	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* Rank 0: accept until every other rank said a valid hello. */
+static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t deadline,
+		 struct meshrun_err *err)
+{
+	int one = 1, lfd, rc = 0, have = 0;
+	unsigned char out[MR_HELLO_MAX];
+	size_t outlen;
+	char last[MESHRUN_ERR_MSG_MAX] = "";
+
+	lfd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0)
+		return mr_err_sys(err, "jaccl: socket for coordinator '%s'", a->text);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (const struct sockaddr *)&a->sa, a->salen) < 0 || listen(lfd, 128) < 0) {
+		rc = mr_err_sys(err, "jaccl: listen on coordinator '%s' (rank 0 must own that address)", a->text);
+		goto out;
+	}
+	make_hello(s, out, &outlen);
+	while (have < s->size - 1) {
+		struct pollfd pfd = { lfd, POLLIN, 0 };
+		int left = mr_ms_left(deadline);
+		if (left == 0) {
+			rc = mr_err_set(err, MESHRUN_E_TIMEOUT, "jaccl: rank 0: only %d of %d ranks connected to the coordinator '%s' within the timeout%s%s", have + 1, s->size, a->text, last[0] ? "; last refused: " : "", last);
+			goto out;
+		}
+		if (poll(&pfd, 1, left) <= 0)
+			continue;
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		tune(fd, s->timeout_ms);
+		struct mr_hello h;
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+		/* a silent stray client holds us up for 2 s at most */
+		int64_t hd = MR_MIN(deadline, mr_now_ms() + 2000);
+		if (read_hello(fd, &h, hd, "a connecting rank", &e) < 0 ||
+		    mr_hello_check(&h, h.rank, (uint32_t)s->size, MR_JACCL_HELLO_TAG, s->token, s->token_len, &e) < 0 ||
+		    (h.rank == 0 || h.rank >= (uint32_t)s->size
+			     ? mr_err_set(&e, MESHRUN_E_PROTO, "rank %u out of range", h.rank) : 0) < 0 ||
+		    (s->fd[h.rank] >= 0 ? mr_err_set(&e, MESHRUN_E_PROTO, "rank %u connected twice", h.rank) : 0) < 0 ||
+		    write_all(fd, out, outlen, "a connecting rank", &e) < 0) {
+			snprintf(last, sizeof(last), "%s", e.msg);
+			close(fd);
+			continue;
+		}
+		s->fd[h.rank] = fd;
+		have++;
+	}
+out:
+	close(lfd);
+	return rc;
+}
+
+static int join(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t deadline,
+		struct meshrun_err *err)
+{
+	int backoff = 20, last_errno = 0;
+	unsigned char out[MR_HELLO_MAX];
+	size_t outlen;
+
+	make_hello(s, out, &outlen);
+	for (;;) {
+		int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return mr_err_sys(err, "jaccl: socket");
+		if (connect(fd, (const struct sockaddr *)&a->sa, a->salen) == 0) {
+			struct mr_hello h;
+			tune(fd, s->timeout_ms);
+			int rc = write_all(fd, out, outlen, "rank 0", err);
+			if (rc == 0)
+				rc = read_hello(fd, &h, deadline, "rank 0 (the coordinator)", err);
+			if (rc == 0)
+				rc = mr_hello_check(&h, 0, (uint32_t)s->size, MR_JACCL_HELLO_TAG, s->token, s->token_len, err);
+			if (rc < 0) {
+				close(fd);
+				mr_err_prefix(err, "jaccl: rank %d: coordinator '%s'", s->rank, a->text);
+				return rc;
+			}
+			s->fd[0] = fd;
+			return 0;
+		}
+		last_errno = errno;
+		close(fd);
+		if (mr_ms_left(deadline) == 0)
+			return mr_err_errno(err, last_errno, MESHRUN_E_CONNECT, "jaccl: rank %d: connect to the coordinator '%s' (rank 0) failed until the timeout", s->rank, a->text);
+		mr_sleep_ms(MR_MIN(backoff, mr_ms_left(deadline)));
+		backoff = MR_MIN(backoff * 2, 500);
+	}
+}
+
+int mr_jaccl_side_open(struct mr_jaccl_side *s, int rank, int size, const char *coordinator,
+		       const char *token, size_t token_len, int64_t timeout_ms,
+		       struct meshrun_err *err)
+{
+	struct mr_ring_addr a;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->rank = rank;
+	s->size = size;
+	s->timeout_ms = timeout_ms;
+	s->token_len = MR_MIN(token_len, (size_t)MR_TOKEN_MAX);
+	memcpy(s->token, token, s->token_len);
+	rc = mr_ring_parse_addr(coordinator, &a, err);
+	if (rc < 0) {
+		mr_err_prefix(err, "jaccl: MLX_JACCL_COORDINATOR");
+		return rc;
+	}
+	s->fd = malloc((size_t)size * sizeof(*s->fd));
+	s->gone = calloc((size_t)size, sizeof(*s->gone));
+	if (!s->fd || !s->gone) {
+		mr_jaccl_side_close(s);
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	}
+	for (int i = 0; i < size; i++)
+		s->fd[i] = -1;
+	int64_t deadline = mr_now_ms() + timeout_ms;
+	rc = rank == 0 ? serve(s, &a, deadline, err) : join(s, &a, deadline, err);
+	if (rc < 0)
+		mr_jaccl_side_close(s);
+	return rc;
+}
+
+void mr_jaccl_side_close(struct mr_jaccl_side *s)
+{
+	if (s->fd)
+		for (int i = 0; i < s->size; i++)
+			mr_close(&s->fd[i]);
+	MR_FREE(s->fd);
+	MR_FREE(s->gone);
+}
+
+static const char *who(int r, char *buf, size_t n)
+{
+	snprintf(buf, n, "rank %d", r);
+	return buf;
+}
+
+int mr_jaccl_side_allgather(struct mr_jaccl_side *s, const void *mine, size_t len,
+			    struct mr_jaccl_blob **out, struct meshrun_err *err)
+{
+	int64_t deadline = mr_now_ms() + s->timeout_ms;
+	size_t max = (size_t)s->size * (4 + (size_t)MR_JACCL_MAX_BLOB);
+	struct mr_jaccl_blob *b = NULL;
+	unsigned char *buf = NULL;
+	char w[32];
+	int rc = 0;
+
+	if (len > MR_JACCL_MAX_BLOB)
+		return mr_err_set(err, MESHRUN_E_INVAL, "jaccl: side-channel blob of %zu bytes is too large", len);
+	if (s->rank != 0) {
+		struct mr_frame_hdr f;
+		rc = send_frame(s->fd[0], MR_FRAME_MSG, (uint32_t)s->rank, 0, mine, len, "rank 0", err);
+		if (rc == 0)
+			rc = recv_frame(s, s->fd[0], &f, &buf, max, deadline, "rank 0", err);
+		if (rc == 0 && f.type == MR_FRAME_ABORT)
+			rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (char *)buf);
+		if (rc == 0)
+			rc = mr_jaccl_blobs_decode(buf, (size_t)f.len, s->size, out, err);
+		free(buf);
+		return rc;
+	}
+	b = calloc((size_t)s->size, sizeof(*b));
+	if (!b)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	b[0].data = malloc(len ? len : 1);
+	if (!b[0].data) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+		goto out;
+	}
+	memcpy(b[0].data, mine, len);
+	b[0].len = len;
+	size_t total = 4 + len;
+	for (int r = 1; r < s->size; r++) {
+		struct mr_frame_hdr f;
+		rc = recv_frame(s, s->fd[r], &f, &b[r].data, MR_JACCL_MAX_BLOB, deadline, who(r, w, sizeof(w)), err);
+		if (rc == 0 && f.type == MR_FRAME_ABORT)
+			rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (char *)b[r].data);
+		if (rc < 0)
+			goto out;
+		b[r].len = (size_t)f.len;
+		total += 4 + b[r].len;
+	}
+	buf = malloc(total);
+	if (!buf) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+		goto out;
+	}
+	mr_jaccl_blobs_encode(b, s->size, buf);
+	for (int r = 1; r < s->size && rc == 0; r++)
+		rc = send_frame(s->fd[r], MR_FRAME_MSG, 0, (uint32_t)r, buf, total, who(r, w, sizeof(w)), err);
+	if (rc == 0) {
+		*out = b;
+		b = NULL;
+	}
+out:
+	free(buf);
+	mr_jaccl_blobs_free(b, s->size);
+	return rc;
+}
+
+void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg)
+{
+	unsigned char hdr[MR_FRAME_HDR];
+	size_t len = MR_MIN(strlen(msg), (size_t)MR_FRAME_MAX_ABORT);
+
+	for (int r = 0; r < s->size; r++) {
+		if (s->fd[r] < 0 || s->gone[r])
+			continue;
+		struct mr_frame_hdr f = { MR_FRAME_ABORT, (uint32_t)s->rank, (uint32_t)r, len };
+		mr_frame_encode(&f, hdr);
+		/* best effort and never blocking: the group is failing anyway */
+		if (send(s->fd[r], hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hdr))
+			send(s->fd[r], msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+}
+
+int mr_jaccl_side_event(struct mr_jaccl_side *s, int idx, int *gone, struct meshrun_err *err)
+{
+	struct mr_frame_hdr f;
+	unsigned char *data = NULL;
+	char w[32];
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	int rc = recv_frame(s, s->fd[idx], &f, &data, MR_FRAME_MAX_ABORT, mr_now_ms() + 2000,
+			    who(idx, w, sizeof(w)), &e);
+
+	if (rc < 0) {
+		free(data);
+		/* EOF, reset or garbage: that rank is gone for us */
+		mr_close(&s->fd[idx]);
+		s->gone[idx] = true;
+		*gone = idx;
+		return 1;
+	}
+	if (f.type != MR_FRAME_ABORT) {
+		free(data);
+		return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: unexpected message from rank %d during a collective", idx);
+	}
+	if (s->rank == 0)
+		mr_jaccl_side_abort(s, (const char *)data);
+	rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (const char *)data);
+	free(data);
+	return rc;
+}

@@ -1,0 +1,485 @@
+#include "common/compat.h"
+#include "coll/nccl_boot.h"
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/num.h"
+#include "common/timeutil.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* How long one connection may take to send its request or answer. */
+#define CONN_STEP_MS 5000
+
+static void put16(unsigned char *p, unsigned v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static unsigned get16(const unsigned char *p)
+{
+	return (unsigned)p[0] | (unsigned)p[1] << 8;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int mr_nccl_boot_from_env(struct mr_nccl_boot *b, struct meshrun_err *err)
+{
+	static const char *const need[] = { "NCCL_HOST_IP", "NCCL_PORT", "MLX_RANK", "MLX_WORLD_SIZE" };
+	const char *val[ARRAY_SIZE(need)];
+	char missing[128] = "";
+	int nmissing = 0;
+
+	memset(b, 0, sizeof(*b));
+	for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
+		val[i] = getenv(need[i]);
+		if (val[i] && *val[i])
+			continue;
+		size_t len = strlen(missing);
+		snprintf(missing + len, sizeof(missing) - len, "%s%s", nmissing ? ", " : "", need[i]);
+		nmissing++;
+	}
+	if (nmissing)
+		return mr_err_set(err, MESHRUN_E_BACKEND, "nccl: missing environment variable%s %s", nmissing > 1 ? "s" : "", missing);
+
+	if (strlen(val[0]) >= sizeof(b->host))
+		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: NCCL_HOST_IP is longer than %zu bytes", sizeof(b->host) - 1);
+	memcpy(b->host, val[0], strlen(val[0]) + 1);
+	int port;
+	if (mr_parse_int(val[1], 1, 65535, &port) < 0)
+		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable NCCL_PORT='%s': expected a port number 1..65535", val[1]);
+	b->port = (unsigned)port;
+	if (mr_parse_int(val[3], 1, 1 << 20, &b->size) < 0)
+		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable MLX_WORLD_SIZE='%s': expected an integer in 1..%d", val[3], 1 << 20);
+	if (mr_parse_int(val[2], 0, b->size - 1, &b->rank) < 0)
+		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable MLX_RANK='%s': expected an integer in 0..%d (MLX_WORLD_SIZE=%d)", val[2], b->size - 1, b->size);
+
+	b->timeout_ms = MR_NCCL_DEFAULT_TIMEOUT_MS;
+	const char *t = getenv("MLX_NCCL_TIMEOUT");
+	if (t && *t && mr_parse_i64(t, 1, INT64_C(7) * 24 * 3600 * 1000, &b->timeout_ms) < 0)
+		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable MLX_NCCL_TIMEOUT='%s': expected milliseconds, e.g. 300000", t);
+
+	const char *tok = getenv("MESHRUN_JOB_TOKEN");
+	if (tok) {
+		b->token_len = strlen(tok);
+		if (b->token_len > MR_NCCL_BOOT_TOKEN_MAX)
+			return mr_err_set(err, MESHRUN_E_PARSE, "nccl: MESHRUN_JOB_TOKEN is longer than %d bytes", MR_NCCL_BOOT_TOKEN_MAX);
+		memcpy(b->token, tok, b->token_len);
+	}
+	return 0;
+}
+
+size_t mr_nccl_boot_req_encode(unsigned char *buf, int rank, int size, const char *token,
+			       size_t token_len)
+{
+	memcpy(buf, MR_NCCL_BOOT_MAGIC, 4);
+	put16(buf + 4, MR_NCCL_BOOT_VERSION);
+	put16(buf + 6, (unsigned)token_len);
+	put32(buf + 8, (uint32_t)rank);
+	put32(buf + 12, (uint32_t)size);
+	memcpy(buf + MR_NCCL_BOOT_REQ_FIXED, token, token_len);
+	return MR_NCCL_BOOT_REQ_FIXED + token_len;
+}
+
+int mr_nccl_boot_req_decode(const unsigned char *buf, size_t len, int *rank, int *size,
+			    const unsigned char **token, size_t *token_len, struct meshrun_err *err)
+{
+	if (len >= 4 && memcmp(buf, MR_NCCL_BOOT_MAGIC, 4) != 0)
+		return mr_err_set(err, MESHRUN_E_PROTO, "not a meshrun nccl bootstrap request (bad magic)");
+	if (len < MR_NCCL_BOOT_REQ_FIXED)
+		return MR_NCCL_BOOT_REQ_FIXED;
+	if (get16(buf + 4) != MR_NCCL_BOOT_VERSION)
+		return mr_err_set(err, MESHRUN_E_PROTO, "bootstrap protocol version %u, expected %d", get16(buf + 4), MR_NCCL_BOOT_VERSION);
+	size_t tlen = get16(buf + 6);
+	if (tlen > MR_NCCL_BOOT_TOKEN_MAX)
+		return mr_err_set(err, MESHRUN_E_PROTO, "job token of %zu bytes (at most %d)", tlen, MR_NCCL_BOOT_TOKEN_MAX);
+	uint32_t r = get32(buf + 8), s = get32(buf + 12);
+	if (r > INT32_MAX || s > INT32_MAX)
+		return mr_err_set(err, MESHRUN_E_PROTO, "rank %" PRIu32 " / size %" PRIu32 " out of range", r, s);
+	if (len < MR_NCCL_BOOT_REQ_FIXED + tlen)
+		return (int)(MR_NCCL_BOOT_REQ_FIXED + tlen);
+	*rank = (int)r;
+	*size = (int)s;
+	*token = buf + MR_NCCL_BOOT_REQ_FIXED;
+	*token_len = tlen;
+	return 0;
+}
+
+/* "host:port", or "[v6]:port". */
+static void addr_text(const struct mr_nccl_boot *b, char *out, size_t cap)
+{
+	if (strchr(b->host, ':'))
+		snprintf(out, cap, "[%s]:%u", b->host, b->port);
+	else
+		snprintf(out, cap, "%s:%u", b->host, b->port);
+}
+
+static int resolve(const struct mr_nccl_boot *b, const char *addr, struct sockaddr_storage *sa,
+		   socklen_t *salen, struct meshrun_err *err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char port[8];
+
+	snprintf(port, sizeof(port), "%u", b->port);
+	int rc = getaddrinfo(b->host, port, &hints, &res);
+	if (rc != 0)
+		return mr_err_set(err, MESHRUN_E_CONNECT, "nccl: resolve NCCL_HOST_IP '%s': %s", addr, gai_strerror(rc));
+	memcpy(sa, res->ai_addr, res->ai_addrlen);
+	*salen = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* Read exactly n bytes from a non-blocking fd before the deadline: 0, or -1
+ * with errno (ETIMEDOUT on the deadline, ECONNRESET on end of stream). */
+static int read_until(int fd, void *buf, size_t n, int64_t deadline)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = mr_read_some(fd, (char *)buf + got, n - got);
+		if (k > 0) {
+			got += (size_t)k;
+			continue;
+		}
+		if (k == 0) {
+			errno = ECONNRESET;
+			return -1;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int left = mr_ms_left(deadline);
+		if (left == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (poll(&p, 1, left) < 0 && errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+static int write_until(int fd, const void *buf, size_t n, int64_t deadline)
+{
+	size_t put = 0;
+
+	while (put < n) {
+		ssize_t k = mr_write_some(fd, (const char *)buf + put, n - put);
+		if (k > 0) {
+			put += (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int left = mr_ms_left(deadline);
+		if (left == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (poll(&p, 1, left) < 0 && errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+static int64_t step_deadline(int64_t deadline)
+{
+	return MR_MIN(deadline, mr_now_ms() + CONN_STEP_MS);
+}
+
+static bool token_equal(const unsigned char *a, size_t alen, const char *b, size_t blen)
+{
+	unsigned char diff = alen != blen;
+
+	for (size_t i = 0; i < alen && i < blen; i++)
+		diff |= (unsigned char)(a[i] ^ (unsigned char)b[i]);
+	return diff == 0;
+}
+
+struct serve_state {
+	const struct mr_nccl_boot *b;
+	const unsigned char *id;
+	bool *served;		/* size entries */
+	int left;		/* ranks still to serve */
+	int refused;		/* connections refused so far */
+	char last_refusal[160];
+};
+
+/* One accepted connection: read the request, answer it. Problems of this
+ * connection are not errors of the exchange: they are counted and remembered. */
+static void serve_conn(struct serve_state *st, int fd, int64_t deadline)
+{
+	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + MR_NCCL_BOOT_TOKEN_MAX];
+	unsigned char reply[MR_NCCL_BOOT_REPLY_FIXED + MR_NCCL_ID_BYTES];
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	const unsigned char *token = NULL;
+	size_t need = MR_NCCL_BOOT_REQ_FIXED, token_len = 0, have = 0;
+	int rank = -1, size = -1, rc;
+	int64_t dl = step_deadline(deadline);
+
+	for (;;) {
+		if (read_until(fd, req + have, need - have, dl) < 0) {
+			snprintf(st->last_refusal, sizeof(st->last_refusal), "a connection sent no complete request: %s", strerror(errno));
+			st->refused++;
+			return;
+		}
+		have = need;
+		rc = mr_nccl_boot_req_decode(req, have, &rank, &size, &token, &token_len, &e);
+		if (rc <= 0)
+			break;
+		need = (size_t)rc;
+	}
+	if (rc < 0) {
+		snprintf(st->last_refusal, sizeof(st->last_refusal), "%.150s", e.msg);
+		st->refused++;
+		return;
+	}
+	unsigned status = MR_NCCL_BOOT_OK;
+	if (!token_equal(token, token_len, st->b->token, st->b->token_len))
+		status = MR_NCCL_BOOT_BAD_TOKEN;
+	else if (size != st->b->size)
+		status = MR_NCCL_BOOT_BAD_SIZE;
+	else if (rank < 1 || rank >= size)
+		status = MR_NCCL_BOOT_BAD_RANK;
+	else if (st->served[rank])
+		status = MR_NCCL_BOOT_DUP_RANK;
+	memcpy(reply, MR_NCCL_BOOT_MAGIC, 4);
+	put16(reply + 4, MR_NCCL_BOOT_VERSION);
+	put16(reply + 6, status);
+	put32(reply + 8, status == MR_NCCL_BOOT_OK ? MR_NCCL_ID_BYTES : 0);
+	size_t n = MR_NCCL_BOOT_REPLY_FIXED;
+	if (status == MR_NCCL_BOOT_OK) {
+		memcpy(reply + n, st->id, MR_NCCL_ID_BYTES);
+		n += MR_NCCL_ID_BYTES;
+	}
+	if (write_until(fd, reply, n, dl) < 0) {
+		snprintf(st->last_refusal, sizeof(st->last_refusal), "answer to rank %d: %s", rank, strerror(errno));
+		st->refused++;
+		return;
+	}
+	if (status != MR_NCCL_BOOT_OK) {
+		snprintf(st->last_refusal, sizeof(st->last_refusal), "refused a request claiming rank %d of %d (status %u)", rank, size, status);
+		st->refused++;
+		return;
+	}
+	st->served[rank] = true;
+	st->left--;
+}
+
+static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned char *id,
+		 struct meshrun_err *err)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	int one = 1, rc;
+	int64_t start = mr_now_ms(), deadline = start + b->timeout_ms;
+
+	if (b->size == 1)
+		return 0;
+	if ((rc = resolve(b, addr, &sa, &salen, err)) < 0)
+		return rc;
+	int lfd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (lfd < 0)
+		return mr_err_sys(err, "nccl: socket for '%s'", addr);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&sa, salen) < 0) {
+		rc = mr_err_sys(err, "nccl: rank 0: bind '%s' (NCCL_HOST_IP, NCCL_PORT)", addr);
+		goto out_close;
+	}
+	if (listen(lfd, b->size) < 0) {
+		rc = mr_err_sys(err, "nccl: rank 0: listen on '%s'", addr);
+		goto out_close;
+	}
+	bool *served = calloc((size_t)b->size, sizeof(*served));
+	if (!served) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "nccl: out of memory");
+		goto out_close;
+	}
+	struct serve_state st = { .b = b, .id = id, .served = served, .left = b->size - 1 };
+	rc = 0;
+	while (st.left > 0) {
+		int left = mr_ms_left(deadline);
+		if (left == 0)
+			break;
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		if (poll(&p, 1, left) < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = mr_err_sys(err, "nccl: rank 0: poll on '%s'", addr);
+			break;
+		}
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+				continue;
+			rc = mr_err_sys(err, "nccl: rank 0: accept on '%s'", addr);
+			break;
+		}
+		serve_conn(&st, fd, deadline);
+		mr_close(&fd);
+	}
+	if (rc == 0 && st.left > 0) {
+		char ranks[256] = "";
+		size_t len = 0;
+		for (int r = 1; r < b->size && len + 16 < sizeof(ranks); r++)
+			if (!served[r])
+				len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%s%d", len ? ", " : "", r);
+		rc = mr_err_set(err, MESHRUN_E_TIMEOUT, "nccl: rank 0 serving the NCCL id on '%s': timed out after %lld ms, %d rank%s never fetched it: %s%s%s%s", addr,
+				(long long)b->timeout_ms, st.left, st.left > 1 ? "s" : "", ranks,
+				st.refused ? " (refused connections: " : "", st.refused ? st.last_refusal : "", st.refused ? ")" : "");
+	}
+	free(served);
+out_close:
+	mr_close(&lfd);
+	return rc;
+}
+
+/* Connect before the deadline: a connected non-blocking fd, or -1 with errno. */
+static int connect_until(const struct sockaddr_storage *sa, socklen_t salen, int64_t deadline)
+{
+	int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (const struct sockaddr *)sa, salen) == 0)
+		return fd;
+	if (errno != EINPROGRESS && errno != EINTR)
+		goto fail;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int left = mr_ms_left(deadline);
+		if (left == 0) {
+			errno = ETIMEDOUT;
+			goto fail;
+		}
+		int n = poll(&p, 1, left);
+		if (n < 0 && errno != EINTR)
+			goto fail;
+		if (n > 0)
+			break;
+	}
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		goto fail;
+	if (soerr) {
+		errno = soerr;
+		goto fail;
+	}
+	return fd;
+fail:
+	mr_close(&fd);
+	return -1;
+}
+
+static const char *status_text(unsigned status)
+{
+	switch (status) {
+	case MR_NCCL_BOOT_BAD_TOKEN: return "the job token does not match (MESHRUN_JOB_TOKEN: a rank of another job?)";
+	case MR_NCCL_BOOT_BAD_SIZE: return "the world size differs from rank 0's (MLX_WORLD_SIZE)";
+	case MR_NCCL_BOOT_BAD_RANK: return "this rank is not in rank 0's world (MLX_RANK)";
+	case MR_NCCL_BOOT_DUP_RANK: return "another process already fetched the id as this rank (MLX_RANK)";
+	}
+	return "unknown refusal";
+}
+
+/*
+ * One attempt: 1 on a retryable failure (errno set: rank 0 not there yet, or
+ * the connection dropped), 0 with the id, or a negative code (refusal,
+ * garbage answer).
+ */
+static int fetch_once(const struct mr_nccl_boot *b, const char *addr,
+		      const struct sockaddr_storage *sa, socklen_t salen, unsigned char *id,
+		      int64_t deadline, struct meshrun_err *err)
+{
+	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + MR_NCCL_BOOT_TOKEN_MAX];
+	unsigned char hdr[MR_NCCL_BOOT_REPLY_FIXED];
+	int rc = 1;
+	int fd = connect_until(sa, salen, step_deadline(deadline));
+
+	if (fd < 0)
+		return 1;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	size_t n = mr_nccl_boot_req_encode(req, b->rank, b->size, b->token, b->token_len);
+	int64_t dl = step_deadline(deadline);
+	if (write_until(fd, req, n, dl) < 0 || read_until(fd, hdr, sizeof(hdr), dl) < 0)
+		goto out; /* retryable: errno says why */
+	if (memcmp(hdr, MR_NCCL_BOOT_MAGIC, 4) != 0 || get16(hdr + 4) != MR_NCCL_BOOT_VERSION) {
+		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: '%s' is not a meshrun nccl bootstrap server (bad answer header)", b->rank, addr);
+		goto out;
+	}
+	unsigned status = get16(hdr + 6);
+	if (status != MR_NCCL_BOOT_OK) {
+		rc = mr_err_set(err, status == MR_NCCL_BOOT_BAD_TOKEN ? MESHRUN_E_AUTH : MESHRUN_E_PROTO,
+				"nccl: rank %d: rank 0 at '%s' refused the id request: %s", b->rank, addr, status_text(status));
+		goto out;
+	}
+	if (get32(hdr + 8) != MR_NCCL_ID_BYTES) {
+		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: rank 0 at '%s' sent an id of %" PRIu32 " bytes, expected %d", b->rank, addr, get32(hdr + 8), MR_NCCL_ID_BYTES);
+		goto out;
+	}
+	if (read_until(fd, id, MR_NCCL_ID_BYTES, dl) < 0)
+		goto out;
+	rc = 0;
+out:
+	mr_close(&fd);
+	return rc;
+}
+
+static int fetch(const struct mr_nccl_boot *b, const char *addr, unsigned char *id,
+		 struct meshrun_err *err)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	int64_t deadline = mr_now_ms() + b->timeout_ms, backoff = 50;
+	int rc = resolve(b, addr, &sa, &salen, err);
+
+	if (rc < 0)
+		return rc;
+	/* The cause reported at the timeout: the last error that is not the
+	 * deadline itself cutting an attempt short ("Connection refused"). */
+	int cause = 0;
+	for (;;) {
+		errno = 0;
+		rc = fetch_once(b, addr, &sa, salen, id, deadline, err);
+		if (rc <= 0)
+			return rc;
+		if (errno && (errno != ETIMEDOUT || !cause))
+			cause = errno;
+		int left = mr_ms_left(deadline);
+		if (left == 0)
+			return mr_err_set(err, MESHRUN_E_TIMEOUT, "nccl: rank %d: no NCCL id from rank 0 at '%s' (NCCL_HOST_IP:NCCL_PORT) within %lld ms (MLX_NCCL_TIMEOUT): %s",
+					  b->rank, addr, (long long)b->timeout_ms, cause ? strerror(cause) : "no answer");
+		mr_sleep_ms(MR_MIN((int64_t)left, backoff));
+		backoff = MR_MIN(backoff * 2, (int64_t)1000);
+	}
+}
+
+int mr_nccl_boot_exchange(const struct mr_nccl_boot *b, unsigned char id[MR_NCCL_ID_BYTES],
+			  struct meshrun_err *err)
+{
+	char addr[300];
+
+	addr_text(b, addr, sizeof(addr));
+	return b->rank == 0 ? serve(b, addr, id, err) : fetch(b, addr, id, err);
+}

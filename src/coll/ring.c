@@ -1,0 +1,491 @@
+/*
+ * ring.c - the ring backend: environment, collectives on the data connections.
+ *
+ * All-reduce (see ring.h for the layout): every channel is a small state
+ * machine (next packet to send / to receive, bytes done of each) and all
+ * channels of all connections are driven from one poll() loop in the
+ * caller's thread: sockets are non-blocking, a rank never blocks in send()
+ * while its neighbour blocks in send(), and waiting is only in poll(), so
+ * ranks sharing cores do not spin. Receives of the reduce-scatter land in a
+ * per-channel packet buffer and are reduced into the data when complete;
+ * all-gather receives land in place.
+ *
+ * Faults: EOF, a socket error or a protocol violation on a data connection
+ * fails the group naming the neighbour; the progress thread (ring_p2p.c)
+ * fails it when a neighbour shows no sign of life for MESHRUN_TIMEOUT or an
+ * abort notice arrives; the fail pipe wakes this loop in either case.
+ */
+#include "common/compat.h"
+#include "coll/coll.h"
+#include "coll/ring.h"
+#include "coll/ring_impl.h"
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/timeutil.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void mr_ring_log(const struct mr_ring *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r->verbose)
+		return;
+	int saved = errno;
+	fprintf(stderr, "[ring] rank %d: ", r->rank);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	errno = saved;
+}
+
+const char *mr_ring_peer_addr(const struct mr_ring *r, int rank)
+{
+	return MR_RING_ADDR(&r->hosts, rank, 0)->text;
+}
+
+ssize_t mr_ring_send_some(int fd, const void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/* Size of r->tmp: a packet buffer per channel (reduce-scatter receives), also
+ * the scratch buffer of the small all-reduce. */
+static size_t tmp_bytes(const struct mr_ring *r)
+{
+	return (size_t)MR_MIN(2 * r->nconn, MR_RING_MAX_CHAN) * MR_RING_PKT_MAX;
+}
+
+static struct mr_ring *ring_of(struct meshrun_group *g)
+{
+	return g->impl;
+}
+
+static void ring_release(struct meshrun_group *g)
+{
+	struct mr_ring *r = ring_of(g);
+
+	if (!r)
+		return;
+	mr_ring_p2p_stop(r);
+	for (int i = 0; r->left && i < r->nconn; i++)
+		mr_close(&r->left[i]);
+	for (int i = 0; r->right && i < r->nconn; i++)
+		mr_close(&r->right[i]);
+	mr_close(&r->lane[0].fd);
+	mr_close(&r->lane[1].fd);
+	mr_close(&r->wake_pipe[0]);
+	mr_close(&r->wake_pipe[1]);
+	mr_close(&r->fail_pipe[0]);
+	mr_close(&r->fail_pipe[1]);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r->tmp);
+	free(r->left);
+	free(r->right);
+	mr_ring_hosts_free(&r->hosts);
+	free(r);
+	g->impl = NULL;
+}
+
+static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err *err)
+{
+	const char *hostfile = getenv("MLX_HOSTFILE");
+	const char *which = NULL;
+	int rank = -1, envsize = -1;
+	int rc = mr_env_rank(&rank, &envsize, &which, err);
+
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || !hostfile || !*hostfile)
+		return mr_err_set(err, MESHRUN_E_BACKEND, "ring: needs MLX_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK) and MLX_HOSTFILE, got MLX_RANK='%s' MLX_HOSTFILE='%s'", getenv("MLX_RANK") ? getenv("MLX_RANK") : "", hostfile ? hostfile : "");
+
+	struct mr_ring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "ring: out of memory");
+	r->wake_pipe[0] = r->wake_pipe[1] = r->fail_pipe[0] = r->fail_pipe[1] = -1;
+	r->lane[0].fd = r->lane[1].fd = -1;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	g->impl = r;
+	r->verbose = getenv("MLX_RING_VERBOSE") != NULL;
+	rc = mr_env_timeout_ms(&r->timeout_ms, err);
+	if (rc < 0)
+		goto fail;
+	const char *tok = getenv("MESHRUN_JOB_TOKEN");
+	if (tok) {
+		r->token_len = strlen(tok);
+		if (r->token_len > MR_TOKEN_MAX) {
+			rc = mr_err_set(err, MESHRUN_E_PARSE, "ring: MESHRUN_JOB_TOKEN is longer than %d bytes", MR_TOKEN_MAX);
+			goto fail;
+		}
+		memcpy(r->token, tok, r->token_len);
+	}
+	rc = mr_ring_hosts_load(hostfile, &r->hosts, err);
+	if (rc < 0) {
+		mr_err_prefix(err, "ring: MLX_HOSTFILE");
+		goto fail;
+	}
+	r->rank = rank;
+	r->size = r->hosts.nranks;
+	r->nconn = r->hosts.naddrs;
+	if (rank >= r->size) {
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "ring: %s=%d but hostfile '%s' lists %d ranks", which, rank, hostfile, r->size);
+		goto fail;
+	}
+	if (envsize >= 0 && envsize != r->size) {
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "ring: the environment says %d ranks but hostfile '%s' lists %d", envsize, hostfile, r->size);
+		goto fail;
+	}
+	g->rank = r->rank;
+	g->size = r->size;
+	if (r->size == 1)
+		return 0;
+	r->left = malloc((size_t)r->nconn * sizeof(*r->left));
+	r->right = malloc((size_t)r->nconn * sizeof(*r->right));
+	r->tmp = malloc(tmp_bytes(r));
+	if (!r->left || !r->right || !r->tmp) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "ring: out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < r->nconn; i++)
+		r->left[i] = r->right[i] = -1;
+	if (mr_pipe_cloexec(r->wake_pipe) < 0 || mr_pipe_cloexec(r->fail_pipe) < 0) {
+		rc = mr_err_sys(err, "ring: pipe");
+		goto fail;
+	}
+	mr_set_nonblock(r->wake_pipe[0], true);
+	mr_set_nonblock(r->wake_pipe[1], true);
+	mr_set_nonblock(r->fail_pipe[1], true);
+	rc = mr_ring_connect_all(r, err);
+	if (rc < 0)
+		goto fail;
+	rc = mr_ring_p2p_start(r, err);
+	if (rc < 0)
+		goto fail;
+	(void)flags;
+	return 0;
+fail:
+	ring_release(g);
+	g->rank = 0;
+	g->size = 1;
+	return rc;
+}
+
+/* One channel of a collective (see ring.h). */
+struct chan {
+	int dir;
+	int sfd, rfd;          /* sockets */
+	int speer, rpeer;      /* ranks at their other ends */
+	size_t si, so;         /* packet being sent, bytes of it sent */
+	size_t ri, ro;         /* packet being received, bytes of it received */
+	size_t m;              /* packets this channel moves in this run */
+	int slice;             /* which slice of each segment (mr_ring_packet's c) */
+	unsigned char *tmp;    /* reduce-scatter receive buffer */
+};
+
+struct run {
+	struct mr_ring *r;
+	const struct mr_ring_layout *l;
+	unsigned char *data;
+	size_t esz;
+	enum meshrun_dtype dt;
+	enum mr_op op;
+	bool reduce;           /* reduce-scatter steps reduce what they receive */
+	int s0;                /* first step */
+};
+
+static void packet_at(const struct run *u, const struct chan *c, int ci, size_t i, bool recv,
+		      size_t *off, size_t *len, bool *rs)
+{
+	int step = u->s0 + (int)(i / u->l->npk);
+	int k = mr_ring_seg(u->r->rank, u->r->size, c->dir, step, recv);
+
+	mr_ring_packet(u->l, k, ci, i % u->l->npk, off, len);
+	*off *= u->esz;
+	*len *= u->esz;
+	*rs = u->reduce && step < u->r->size - 1;
+}
+
+/* Returns 0, or <0 after a data-connection failure (group failed). */
+static int chan_recv(struct run *u, struct chan *c, int ci, struct meshrun_err *err)
+{
+	while (c->ri < c->m) {
+		size_t off, len;
+		bool rs;
+		packet_at(u, c, ci, c->ri, true, &off, &len, &rs);
+		if (c->ro < len) {
+			unsigned char *dst = rs ? c->tmp : u->data + off;
+			ssize_t n = recv(c->rfd, dst + c->ro, len - c->ro, MSG_DONTWAIT);
+			if (n == 0)
+				return mr_ring_fail(u->r, err, "rank %d (%s) closed the connection", c->rpeer, mr_ring_peer_addr(u->r, c->rpeer));
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+					return 0;
+				return mr_ring_fail(u->r, err, "recv from rank %d (%s): %s", c->rpeer, mr_ring_peer_addr(u->r, c->rpeer), strerror(errno));
+			}
+			c->ro += (size_t)n;
+			if (c->ro < len)
+				continue;
+		}
+		if (rs && len)
+			mr_reduce(u->op, u->dt, u->data + off, c->tmp, len / u->esz);
+		c->ri++;
+		c->ro = 0;
+	}
+	return 0;
+}
+
+static bool send_ready(const struct run *u, const struct chan *c)
+{
+	return c->si < c->m && (c->si < u->l->npk || c->ri > c->si - u->l->npk);
+}
+
+static int chan_send(struct run *u, struct chan *c, int ci, struct meshrun_err *err)
+{
+	while (send_ready(u, c)) {
+		size_t off, len;
+		bool rs;
+		packet_at(u, c, ci, c->si, false, &off, &len, &rs);
+		if (c->so < len) {
+			ssize_t n = mr_ring_send_some(c->sfd, u->data + off + c->so, len - c->so);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				return mr_ring_fail(u->r, err, "send to rank %d (%s): %s", c->speer, mr_ring_peer_addr(u->r, c->speer), strerror(errno));
+			}
+			c->so += (size_t)n;
+			if (c->so < len)
+				continue;
+		}
+		c->si++;
+		c->so = 0;
+	}
+	return 0;
+}
+
+/* Channel on data connection conn in direction dir, moving m packets of slice. */
+static void chan_init(const struct mr_ring *r, struct chan *h, int conn, int dir, int slice,
+		      size_t m)
+{
+	const int right = (r->rank + 1) % r->size, left = (r->rank + r->size - 1) % r->size;
+
+	memset(h, 0, sizeof(*h));
+	h->dir = dir;
+	/* direction +1 receives from the right and sends to the left */
+	h->rfd = dir > 0 ? r->right[conn] : r->left[conn];
+	h->sfd = dir > 0 ? r->left[conn] : r->right[conn];
+	h->rpeer = dir > 0 ? right : left;
+	h->speer = dir > 0 ? left : right;
+	h->m = m;
+	h->slice = slice;
+}
+
+/* Drive the channels from one poll loop until each has moved its packets. */
+static int drive(struct run *u, struct chan *ch, int nch, struct meshrun_err *err)
+{
+	struct mr_ring *r = u->r;
+	struct pollfd pfd[2 * MR_RING_MAX_CHAN + 1];
+	int rc;
+
+	for (;;) {
+		bool busy = false;
+		int np = 0;
+		for (int c = 0; c < nch; c++) {
+			rc = chan_recv(u, &ch[c], ch[c].slice, err);
+			if (rc == 0)
+				rc = chan_send(u, &ch[c], ch[c].slice, err);
+			if (rc == 0)
+				rc = chan_recv(u, &ch[c], ch[c].slice, err); /* a send may unblock nothing, a recv may unblock sends */
+			if (rc < 0)
+				return rc;
+		}
+		for (int c = 0; c < nch; c++) {
+			struct chan *h = &ch[c];
+			if (h->ri < h->m) {
+				pfd[np++] = (struct pollfd){ .fd = h->rfd, .events = POLLIN };
+				busy = true;
+			}
+			if (send_ready(u, h)) {
+				pfd[np++] = (struct pollfd){ .fd = h->sfd, .events = POLLOUT };
+				busy = true;
+			} else if (h->si < h->m) {
+				busy = true;
+			}
+		}
+		if (!busy)
+			return 0;
+		pfd[np++] = (struct pollfd){ .fd = r->fail_pipe[0], .events = POLLIN };
+		if (poll(pfd, (nfds_t)np, 1000) < 0 && errno != EINTR)
+			return mr_ring_fail(r, err, "rank %d: poll: %s", r->rank, strerror(errno));
+		rc = mr_ring_check_failed(r, err);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Run steps [s0, s0+nsteps) of the layout over buf, on all its channels. */
+static int ring_run(struct mr_ring *r, unsigned char *buf, const struct mr_ring_layout *l,
+		    size_t esz, enum meshrun_dtype dt, enum mr_op op, bool reduce, int s0,
+		    int nsteps, struct meshrun_err *err)
+{
+	struct run u = { r, l, buf, esz, dt, op, reduce, s0 };
+	struct chan ch[MR_RING_MAX_CHAN];
+	int nch = MR_MIN(l->nchan, (int)ARRAY_SIZE(ch));
+	int rc = mr_ring_check_failed(r, err);
+
+	if (rc < 0)
+		return rc;
+	for (int c = 0; c < nch; c++) {
+		chan_init(r, &ch[c], c / 2, c % 2 == 0 ? 1 : -1, c, (size_t)nsteps * l->npk);
+		ch[c].tmp = r->tmp + (size_t)c * MR_RING_PKT_MAX;
+	}
+	return drive(&u, ch, nch, err);
+}
+
+/*
+ * All-gather of blocks of `bytes` in both ring directions at once, each block
+ * whole on each side: direction +1 brings rank+1, rank+2, ... from the right,
+ * direction -1 brings rank-1, rank-2, ... from the left, so every block has
+ * arrived after ceil((n-1)/2) hops instead of n-1 (latency of small buffers).
+ */
+static int gather_both_ways(struct mr_ring *r, unsigned char *buf, size_t bytes,
+			    struct meshrun_err *err)
+{
+	struct mr_ring_layout l;
+	struct chan ch[2];
+	int up = r->size / 2, down = (r->size - 1) / 2; /* steps of each direction */
+	int rc = mr_ring_check_failed(r, err);
+
+	if (rc < 0)
+		return rc;
+	mr_ring_layout_init(&l, r->size, bytes * (size_t)r->size, bytes, 1, 1);
+	struct run u = { r, &l, buf, 1, MESHRUN_UINT8, MR_OP_SUM, false, r->size - 1 };
+	chan_init(r, &ch[0], 0, 1, 0, (size_t)up * l.npk);
+	chan_init(r, &ch[1], 0, -1, 0, (size_t)down * l.npk);
+	return drive(&u, ch, down > 0 ? 2 : 1, err);
+}
+
+
+/*
+ * Small buffers: latency, not bandwidth, decides, and reduce-scatter plus
+ * all-gather costs 2(n-1) neighbour hops. Gathering every rank's buffer both
+ * ways round the ring (ceil((n-1)/2) hops, into the scratch buffer r->tmp)
+ * and reducing the n copies locally in rank order cuts that to 1 hop for 2 or
+ * 3 ranks and 2 for 4 or 5.
+ * Every rank combines the same inputs in the same order, so results stay
+ * bit-identical across ranks.
+ */
+static int all_reduce_small(struct meshrun_group *g, unsigned char *buf, size_t count,
+			    size_t esz, enum meshrun_dtype dt, enum mr_op op,
+			    struct meshrun_err *err)
+{
+	struct mr_ring *r = ring_of(g);
+	size_t bytes = count * esz;
+	unsigned char *all = r->tmp;
+	int rc;
+
+	memcpy(all + (size_t)r->rank * bytes, buf, bytes);
+	rc = gather_both_ways(r, all, bytes, err);
+	if (rc < 0)
+		return rc;
+	memcpy(buf, all, bytes);
+	for (int k = 1; k < r->size; k++)
+		mr_reduce(op, dt, buf, all + (size_t)k * bytes, count);
+	return 0;
+}
+
+static int ring_all_reduce(struct meshrun_group *g, void *buf, size_t count,
+			   enum meshrun_dtype dt, enum mr_op op, struct meshrun_err *err)
+{
+	struct mr_ring *r = ring_of(g);
+	struct mr_ring_layout l;
+	size_t esz = mr_dtype_size((int)dt);
+
+	if (r->size == 1)
+		return 0;
+	if (count > 0 && count * esz <= MR_RING_SMALL_BYTES &&
+	    (size_t)r->size * count * esz <= tmp_bytes(r))
+		return all_reduce_small(g, buf, count, esz, dt, op, err);
+	mr_ring_layout_init(&l, r->size, count, 0, esz, 2 * r->nconn);
+	return ring_run(r, buf, &l, esz, dt, op, true, 0, 2 * (r->size - 1), err);
+}
+
+static int ring_reduce_scatter(struct meshrun_group *g, void *buf, size_t count,
+			       enum meshrun_dtype dt, enum mr_op op, struct meshrun_err *err)
+{
+	struct mr_ring *r = ring_of(g);
+	struct mr_ring_layout l;
+	size_t esz = mr_dtype_size((int)dt);
+
+	if (r->size == 1)
+		return 0;
+	mr_ring_layout_init(&l, r->size, count * (size_t)r->size, count, esz, 2 * r->nconn);
+	return ring_run(r, buf, &l, esz, dt, op, true, 0, r->size - 1, err);
+}
+
+static int ring_all_gather(struct meshrun_group *g, void *buf, size_t bytes,
+			   struct meshrun_err *err)
+{
+	struct mr_ring *r = ring_of(g);
+	struct mr_ring_layout l;
+
+	if (r->size == 1)
+		return 0;
+	mr_ring_layout_init(&l, r->size, bytes * (size_t)r->size, bytes, 1, 2 * r->nconn);
+	return ring_run(r, buf, &l, 1, MESHRUN_UINT8, MR_OP_SUM, false, r->size - 1,
+			r->size - 1, err);
+}
+
+static int ring_barrier(struct meshrun_group *g, struct meshrun_err *err)
+{
+	struct mr_ring *r = ring_of(g);
+	unsigned char stack[256];
+	unsigned char *b = stack;
+	int rc;
+
+	if (r->size == 1)
+		return 0;
+	if ((size_t)r->size > sizeof(stack)) {
+		b = calloc((size_t)r->size, 1);
+		if (!b)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "barrier: out of memory");
+	}
+	b[r->rank] = 1;
+	rc = ring_all_gather(g, b, 1, err);
+	if (b != stack)
+		free(b);
+	return rc;
+}
+
+static int ring_send(struct meshrun_group *g, const void *buf, size_t bytes, int dst,
+		     struct meshrun_err *err)
+{
+	return mr_ring_p2p_send(ring_of(g), buf, bytes, dst, err);
+}
+
+static int ring_recv(struct meshrun_group *g, void *buf, size_t bytes, int src,
+		     struct meshrun_err *err)
+{
+	return mr_ring_p2p_recv(ring_of(g), buf, bytes, src, err);
+}
+
+const struct mr_coll_ops mr_coll_ring_ops = {
+	.name = "ring",
+	.init = ring_init,
+	.release = ring_release,
+	.all_reduce = ring_all_reduce,
+	.all_gather = ring_all_gather,
+	.reduce_scatter = ring_reduce_scatter,
+	.send = ring_send,
+	.recv = ring_recv,
+	.barrier = ring_barrier,
+};

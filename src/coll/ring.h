@@ -1,0 +1,59 @@
+/*
+ * ring.h - the ring backend's data layout (pure arithmetic, unit tested).
+ *
+ * The buffer is cut into `size` segments of seg elements (the last ones may be
+ * shorter or empty: segment k covers [k*seg, min((k+1)*seg, total))). Each
+ * segment is cut the same way into nchan channel slices of `sub` elements,
+ * and each slice into npk packets of pk elements. Channel c runs its own ring
+ * over connection c/2, in direction +1 (receive from rank+1, send to rank-1)
+ * for even c and -1 for odd c, so both directions of every connection carry
+ * data. An all-reduce is 2(size-1) steps per channel: reduce-scatter (steps
+ * 0..size-2) then all-gather (steps size-1..2size-3). At step s a rank sends
+ * segment rank + d(s+1) and receives segment rank + d(s+2) (mod size), so after
+ * the reduce-scatter rank r holds the full sum of segment r (what sum_scatter
+ * returns) and the all-gather starts by sending it.
+ *
+ * Pipelining: packet j of step s may be sent once packet j of step s-1 has
+ * been received (and reduced), so a packet travels on while the next one
+ * arrives. Sum order is fixed by the ring (acc = own + incoming) and the
+ * all-gather copies the one fully reduced segment, so all ranks get the same
+ * bits. Empty packets (count < size, uneven tails) are skipped by both sides.
+ *
+ * Small all-reduces (at most MR_RING_SMALL_BYTES) do not use this layout:
+ * ring.c gathers every rank's buffer both ways round the ring (ceil((n-1)/2)
+ * hops instead of 2(n-1)) and reduces the copies locally in rank order, the
+ * same order on every rank.
+ */
+#ifndef MR_COLL_RING_H
+#define MR_COLL_RING_H
+
+#include "common/compat.h"
+
+#define MR_RING_MIN_CHAN_BYTES (256u << 10) /* per segment, before splitting over channels */
+#define MR_RING_PKT_MIN (64u << 10)
+#define MR_RING_PKT_MAX (1u << 20)
+#define MR_RING_MAX_CHAN 128 /* channels per collective, whatever nconn is */
+/* all-reduce of at most this many bytes: gather all buffers, reduce locally (ring.c) */
+#define MR_RING_SMALL_BYTES (32u << 10)
+
+struct mr_ring_layout {
+	int size;
+	size_t total;  /* elements in the buffer */
+	size_t seg;    /* elements per segment */
+	int nchan;     /* channels used (<= 2 * nconn) */
+	size_t sub;    /* elements per channel slice of a segment */
+	size_t pk;     /* elements per packet */
+	size_t npk;    /* packets per slice */
+};
+
+/* seg = 0 means ceil(total / size) (all-reduce); sum_scatter/all_gather pass
+ * the block size with total = size * seg. maxchan = 2 * nconn. */
+void mr_ring_layout_init(struct mr_ring_layout *l, int size, size_t total, size_t seg,
+			 size_t esz, int maxchan);
+/* Segment sent (recv = false) or received at step s by rank in direction d. */
+int mr_ring_seg(int rank, int size, int dir, int step, bool recv);
+/* Element range of packet j of channel c within segment k (len may be 0). */
+void mr_ring_packet(const struct mr_ring_layout *l, int k, int c, size_t j, size_t *off,
+		    size_t *len);
+
+#endif

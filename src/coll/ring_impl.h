@@ -1,0 +1,106 @@
+/*
+ * ring_impl.h - state shared by the ring backend's files (not a public contract).
+ *
+ * Threads: the caller's thread runs the collectives on the data connections
+ * (left[i], right[i]); one progress thread owns the two control lanes (to the
+ * left and right neighbour): heartbeats, point-to-point messages (delivered
+ * or forwarded), and abort notices. mu guards everything below it. When the
+ * group fails, `failed` is set once, ferr keeps the first message, fail_pipe
+ * becomes readable (so a caller waiting in poll wakes up) and an abort notice
+ * is flooded around the ring so that every rank names the same culprit.
+ */
+#ifndef MR_COLL_RING_IMPL_H
+#define MR_COLL_RING_IMPL_H
+
+#include "common/compat.h"
+#include "coll/env.h"
+#include "coll/wire.h"
+#include "meshrun/err.h"
+
+#include <pthread.h>
+
+struct mr_frame {
+	struct mr_frame *next;
+	unsigned char hdr[MR_FRAME_HDR];
+	const unsigned char *data; /* payload: caller's buffer or owned */
+	size_t len;                /* payload bytes */
+	size_t off;                /* bytes written of hdr + payload */
+	unsigned char *owned;      /* freed with the frame */
+	int *done;                 /* caller's flag: 1 sent, -1 dropped; NULL for ours */
+};
+
+struct mr_msg {
+	struct mr_msg *next;
+	uint32_t src;
+	size_t len;
+	unsigned char *data;
+};
+
+enum { MR_LANE_LEFT = 0, MR_LANE_RIGHT = 1 };
+
+struct mr_lane {
+	int fd;
+	int peer;
+	bool dead;                 /* no more I/O on it */
+	bool closed;               /* the peer closed it (EOF or reset): not a fault by itself */
+	char why[160];             /* "closed the connection" for later messages */
+	struct mr_frame *head, *tail; /* out queue */
+	int64_t last_rx, last_tx;
+	unsigned char hdr[MR_FRAME_HDR];
+	size_t hoff;
+	struct mr_frame_hdr fh;
+	unsigned char *payload;
+	size_t poff;
+	bool in_payload;
+};
+
+struct mr_ring {
+	int rank, size, nconn;
+	bool verbose;
+	int64_t timeout_ms;
+	char token[MR_TOKEN_MAX];
+	size_t token_len;
+	struct mr_ring_hosts hosts;
+	int *left, *right;         /* nconn data connections each */
+	unsigned char *tmp;        /* 2*nconn receive buffers of MR_RING_PKT_MAX */
+
+	pthread_t thread;
+	bool thread_started;
+	int wake_pipe[2];          /* caller -> thread */
+	int fail_pipe[2];          /* readable once failed */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;
+	bool failed;
+	bool abort_pending;        /* flood an abort notice on the lanes */
+	bool abort_done;           /* flooded (or lanes dead) */
+	struct meshrun_err ferr;
+	struct mr_lane lane[2];
+	struct mr_msg *mbox_head, *mbox_tail;
+};
+
+/* "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
+const char *mr_ring_peer_addr(const struct mr_ring *r, int rank);
+void mr_ring_log(const struct mr_ring *r, const char *fmt, ...) MR_PRINTF(2, 3);
+
+/* Connection setup (ring_conn.c): fills left/right and the two lane fds. */
+int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err);
+
+/* Progress thread (ring_p2p.c). */
+int mr_ring_p2p_start(struct mr_ring *r, struct meshrun_err *err);
+void mr_ring_p2p_stop(struct mr_ring *r);
+int mr_ring_p2p_send(struct mr_ring *r, const void *buf, size_t len, int dst,
+		     struct meshrun_err *err);
+int mr_ring_p2p_recv(struct mr_ring *r, void *buf, size_t len, int src,
+		     struct meshrun_err *err);
+/* Mark the group failed with msg (unless it already is), flood the abort and
+ * wait (bounded) until the notice left; copy the group's message into err. */
+int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ...)
+	MR_PRINTF(3, 4);
+/* If failed, copy the message to err and return MESHRUN_E_PEER; else 0. */
+int mr_ring_check_failed(struct mr_ring *r, struct meshrun_err *err);
+/* Send with MSG_NOSIGNAL, retrying on EINTR; -1/errno like send(2). */
+ssize_t mr_ring_send_some(int fd, const void *buf, size_t len);
+
+#endif

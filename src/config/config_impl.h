@@ -1,0 +1,105 @@
+/*
+ * config_impl.h - what the files of src/config share (not for other modules).
+ *
+ *   run.c     the steps in order, ssh check, ethernet path, hostfile output
+ *   tb.c      the thunderbolt path: discovery batch -> topo -> verdict, plan, hostfile
+ *   setup.c   setup commands from a plan: build (checked), print, apply, verify
+ *   sim.c     --simulate: the replay hal and the fixture's host list
+ *
+ * Ownership: struct cfg_run owns hosts[] and everything in it; cfg_run_release()
+ * frees it. The hal, the options and the streams are the caller's.
+ */
+#ifndef MR_CONFIG_IMPL_H
+#define MR_CONFIG_IMPL_H
+
+#include "common/compat.h"
+#include "common/buf.h"
+#include "common/progress.h"
+#include "common/strvec.h"
+#include "config/config.h"
+#include "hal/hal.h"
+#include "hostfile/hostfile.h"
+
+struct cfg_host {
+	char *name;     /* ssh name, as the user gave it */
+	bool reachable; /* ssh check passed */
+	bool has_sudo;  /* `sudo -n true` exited 0 */
+	char *ip;       /* address of en0, else en1, else NULL */
+	struct mr_strvec ips; /* the hostfile's "ips": the given ones (an IP in --hosts,
+			       * ips of --hostfile), then ip when not already there (MLX's add_ips) */
+};
+
+struct cfg_run {
+	const struct mr_config_opts *o;
+	struct mr_hal *hal;
+	FILE *out, *err;
+	struct cfg_host *hosts; /* reachable hosts after the ssh check */
+	size_t nhosts;
+	int timeout_ms;         /* per command; 0: hal default */
+	int64_t t_step;         /* start of the current step (verbose timing) */
+	struct mr_progress pg;  /* the step line on a terminal (not with --verbose) */
+};
+
+/* Messages: "[WARN] ...", "[ERROR] ...", "[INFO] ..." (info only with --verbose). */
+void cfg_warn(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
+void cfg_error(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
+void cfg_info(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
+/* Always printed (the verdict, the commands to run by hand), on err. */
+void cfg_say(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
+/* Start a step / report its end with its time (verbose only). */
+void cfg_step(struct cfg_run *c, const char *what);
+void cfg_step_done(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
+
+/* --png: run `dot -Tpng -o path` (no shell) with the DOT text on its stdin (png.c). */
+int cfg_render_png(const struct mr_buf *dot, const char *path, struct meshrun_err *err);
+
+/* Fill a command for host with argv (which must outlive the run). */
+void cfg_cmd(struct cfg_run *c, struct mr_hal_cmd *cmd, const char *host, char *const *argv);
+/* mr_hal_cmd_release() on n commands. */
+void cfg_cmds_release(struct mr_hal_cmd *cmds, size_t n);
+
+/* Strict checks for remote-derived values before they go into a command. */
+bool cfg_ifname_ok(const char *s);  /* [A-Za-z0-9][A-Za-z0-9_.-]{0,14} */
+bool cfg_ipv4_ok(const char *s);    /* dotted quad that inet_pton accepts */
+/* The output's first line without surrounding blanks, into dst (NUL-terminated). */
+void cfg_first_line(const struct mr_buf *b, char *dst, size_t n);
+
+/*
+ * Addresses: `ipconfig getifaddr en0` and `... en1` per host. cfg_ip_cmds() fills
+ * 2 commands per host (cmds[i*stride], cmds[i*stride+1]); cfg_ip_parse() takes en0, else en1,
+ * into hosts[i].ip, warns naming a host with neither, and fails (exit code 4) on
+ * output that is not an address. cfg_collect_ips() runs both as one batch.
+ */
+void cfg_ip_cmds(struct cfg_run *c, struct mr_hal_cmd *cmds, size_t stride);
+int cfg_ip_parse(struct cfg_run *c, const struct mr_hal_cmd *cmds, size_t stride);
+int cfg_collect_ips(struct cfg_run *c);
+
+/* Hostfile from the hosts (in the given order) with the options' envs. */
+struct mr_hostfile *cfg_hostfile_new(struct cfg_run *c, const char *backend);
+/* Write hf to --output-hostfile, or stdout. Returns an exit code. */
+int cfg_write_hostfile(struct cfg_run *c, const struct mr_hostfile *hf);
+
+/* setup.c */
+struct mr_topo_plan;
+/*
+ * The commands of host i as a person would type them ("sudo ifconfig ..."), one
+ * string each, appended to lines. Every word is checked first (interface names,
+ * IPv4 addresses, the fixed keywords): anything else is an error naming the host.
+ */
+int cfg_setup_lines(const struct mr_topo_plan *p, size_t i, const char *host,
+		    struct mr_strvec *lines, struct meshrun_err *err);
+/*
+ * apply false: print every host's commands (on err). apply true: run them with
+ * `sudo -n` on every host in parallel (one `sh -c` per host), then ping every
+ * planned peer through its interface. Returns an exit code.
+ */
+int cfg_setup(struct cfg_run *c, const struct mr_topo_plan *p, bool apply);
+
+/* tb.c */
+int cfg_thunderbolt(struct cfg_run *c);
+
+/* sim.c: a replay hal answering from fixture folder dir (see sim.c). */
+int cfg_sim_hal(const char *dir, const struct mr_hal_opts *ho, struct mr_hal **out,
+		struct meshrun_err *err);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * opts.c - meshconfig's command line: one option table drives parsing and --help.
+ * The flags, their defaults and choices are those of mlx.distributed_config.
+ */
+#include "common/compat.h"
+#include "common/err.h"
+#include "common/opt.h"
+#include "common/optdoc.h"
+#include "common/shquote.h"
+#include "config/config.h"
+
+#ifndef MESHRUN_VERSION
+#define MESHRUN_VERSION "unknown"
+#endif
+
+static const char usage_line[] = "meshconfig [options]";
+
+static const char trailer[] =
+	"Every host command goes over ssh (libssh2, one connection per host); with\n"
+	"--simulate DIR they are answered from the fixture folder DIR instead\n"
+	"(DIR/<host>/system_profiler.json, networksetup.txt, ibv_devices.txt), so the\n"
+	"verdict, backend, IP plan, hostfile and DOT can be seen without Macs or root.\n"
+	"\n"
+	"Output: the hostfile JSON (when no --output-hostfile is given) and the DOT\n"
+	"graph go to stdout; progress, warnings, the verdict and the setup commands to\n"
+	"run by hand go to stderr. (mlx.distributed_config prints all of it on stdout\n"
+	"and waits for Enter after each host's commands; meshconfig never prompts.)\n"
+	"\n"
+	"Exit status:\n"
+	"  0  success (hostfile written, or DOT printed)\n"
+	"  1  no usable topology: neither mesh nor ring, the requested backend is not\n"
+	"     possible, RDMA missing; or a local failure (writing the hostfile)\n"
+	"  2  usage error (unknown flag, bad value, bad host list or hostfile)\n"
+	"  3  a host is unreachable over ssh (use --ignore-unreachable to drop it)\n"
+	"  4  a discovery command failed on a host or its output is malformed;\n"
+	"     nothing has been changed on any host\n"
+	"  5  a setup command failed on a host, or a planned peer address did not\n"
+	"     answer a ping through its interface after the setup\n";
+
+/* Checked here so that a bad --env is a usage error before any host is touched. */
+static int check_envs(const struct mr_strvec *envs, struct meshrun_err *err)
+{
+	for (size_t i = 0; i < envs->nr; i++) {
+		const char *kv = envs->v[i];
+		const char *eq = strchr(kv, '=');
+		char name[256];
+
+		if (!eq)
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "invalid value '%s' for '--env': expected NAME=VALUE", kv);
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - kv), kv);
+		if ((size_t)(eq - kv) >= sizeof(name) || !mr_is_env_name(name))
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "invalid value '%s' for '--env': '%.*s' is not a valid variable name",
+					  kv, (int)MR_MIN((size_t)(eq - kv), (size_t)64), kv);
+	}
+	return 0;
+}
+
+/*
+ * The table. It needs the address of the struct being filled, so it is built per
+ * call; --help is printed from a table over a scratch struct.
+ */
+#define CONFIG_OPTIONS(o)                                                                     \
+	{                                                                                     \
+		MR_OPT_GROUP("Hosts"),                                                        \
+		MR_OPT_STRING_D(0, "hosts", &(o)->hosts, "LIST", "127.0.0.1",                 \
+				"A comma separated list of hosts"),                           \
+		MR_OPT_STRING(0, "hostfile", &(o)->hostfile, "FILE",                          \
+			      "The file containing the hosts"),                               \
+		MR_OPT_BOOL(0, "ignore-unreachable", &(o)->ignore_unreachable,                \
+			    "Ignore hosts that are not reachable via ssh"),                   \
+		MR_OPT_GROUP("What to configure"),                                            \
+		{ MR_OPTK_CHOICE, 0, "over", &(o)->over, "WHICH",                             \
+		  "What type of connectivity to configure", 0, 0, "thunderbolt|ethernet", NULL, \
+		  0, "thunderbolt" },                                                         \
+		MR_OPT_CHOICE(0, "backend", &(o)->backend, "ring|jaccl|jaccl-ring",           \
+			      "Which distributed backend to configure (default: jaccl on an "  \
+			      "RDMA mesh, else jaccl-ring, else ring)"),                      \
+		MR_OPT_BOOL(0, "auto-setup", &(o)->auto_setup,                                \
+			    "Run the setup commands on the hosts with sudo (needs "           \
+			    "passwordless sudo on every host)"),                              \
+		MR_OPT_SET_FALSE(0, "no-auto-setup", &(o)->auto_setup,                        \
+				 "Only print the setup commands (the default)"),              \
+		MR_OPT_LIST(0, "env", &(o)->envs, "K=V",                                      \
+			    "Set environment variables for the jobs (repeatable)"),           \
+		MR_OPT_GROUP("Output"),                                                       \
+		MR_OPT_STRING(0, "output-hostfile", &(o)->output_hostfile, "FILE",            \
+			      "If provided, save the hostfile to this path (else stdout)"),   \
+		MR_OPT_BOOL(0, "dot", &(o)->dot,                                              \
+			    "Output the topology in DOT format and exit"),                    \
+		MR_OPT_STRING(0, "png", &(o)->png, "FILE",                                    \
+			      "Write the topology picture to FILE with GraphViz's dot and "   \
+			      "exit (meshconfig only)"),                                      \
+		MR_OPT_BOOL(0, "verbose", &(o)->verbose,                                      \
+			    "Print debug messages (each step and its time, on stderr)"),      \
+		MR_OPT_GROUP("meshconfig only"),                                              \
+		MR_OPT_STRING(0, "simulate", &(o)->simulate, "DIR",                           \
+			      "Answer every host command from the fixture folder DIR "        \
+			      "(hosts default to the fixture's)"),                            \
+		MR_OPT_STRING(0, "ssh-config", &(o)->ssh_config, "FILE",                      \
+			      "ssh_config file (default: $MESHRUN_SSH_CONFIG, else "          \
+			      "~/.ssh/config)"),                                              \
+		MR_OPT_STRING(0, "known-hosts", &(o)->known_hosts, "FILE",                    \
+			      "known_hosts file (default: ~/.ssh/known_hosts)"),              \
+		MR_OPT_BOOL(0, "accept-new-hostkeys", &(o)->accept_new_hostkeys,              \
+			    "Add unknown host keys to known_hosts instead of failing"),       \
+		MR_OPT_DURATION(0, "timeout", &(o)->timeout_ms, "SECS",                       \
+				"Deadline of each host command (default: 30s)"),              \
+		MR_OPT_END(),                                                                 \
+	}
+
+void mr_config_usage(FILE *f)
+{
+	struct mr_config_opts scratch = MR_CONFIG_OPTS_INIT;
+	const struct mr_opt opts[] = CONFIG_OPTIONS(&scratch);
+
+	fprintf(f, "Configure remote machines for use with MLX distributed (meshconfig %s)\n\n",
+		MESHRUN_VERSION);
+	mr_opt_usage(f, usage_line, opts, trailer);
+}
+
+/* For the docs (man page, reference, completion): the table over a scratch struct. */
+const struct mr_optdoc *mr_config_doc(void)
+{
+	static struct mr_config_opts scratch = MR_CONFIG_OPTS_INIT;
+	static const struct mr_opt opts[] = CONFIG_OPTIONS(&scratch);
+	static const struct mr_optdoc_cmd cmd = { NULL, usage_line, NULL, opts, trailer, NULL };
+	static const struct mr_optdoc doc = {
+		"meshconfig", MESHRUN_VERSION,
+		"find how Macs are cabled over Thunderbolt, configure the links, write the MLX hostfile",
+		&cmd, 1, false,
+	};
+
+	return &doc;
+}
+
+int mr_config_parse_args(struct mr_config_opts *o, int argc, char **argv, FILE *out, FILE *err)
+{
+	const struct mr_opt opts[] = CONFIG_OPTIONS(o);
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	int rc;
+
+	rc = mr_opt_parse(opts, argc, argv, 0, NULL, NULL, &e);
+	if (rc == MR_OPT_HELP) {
+		mr_config_usage(out);
+		return MR_CONFIG_EXIT_OK;
+	}
+	if (rc == MR_OPT_VERSION) {
+		fprintf(out, "meshconfig %s\n", MESHRUN_VERSION);
+		return MR_CONFIG_EXIT_OK;
+	}
+	if (rc == 0)
+		rc = check_envs(&o->envs, &e);
+	if (rc == 0 && o->timeout_ms < 0)
+		rc = mr_err_set(&e, MESHRUN_E_USAGE, "invalid value for '--timeout': negative");
+	if (rc == 0 && o->timeout_ms > INT32_MAX)
+		rc = mr_err_set(&e, MESHRUN_E_USAGE, "invalid value for '--timeout': too large");
+	if (rc < 0) {
+		fprintf(err, "meshconfig: %s\nmeshconfig: try 'meshconfig --help'\n", e.msg);
+		return MR_CONFIG_EXIT_USAGE;
+	}
+	return -1;
+}
+
+void mr_config_opts_release(struct mr_config_opts *o)
+{
+	mr_strvec_release(&o->envs);
+}

@@ -1,0 +1,205 @@
+/*
+ * hal_impl.h - what a hal backend implements, and the parts every backend shares.
+ * Internal to src/hal: nothing outside this folder includes it.
+ *
+ * How a backend is written (local.c, ssh.c, replay.c):
+ *
+ *   struct ssh_hal {                 struct ssh_proc {
+ *           struct mr_hal base;              struct mr_proc base;
+ *           ... backend state ...            ... backend state ...
+ *   };                               };
+ *   #define to_ssh_hal(h)  mr_container_of(h, struct ssh_hal, base)
+ *   #define to_ssh_proc(p) mr_container_of(p, struct ssh_proc, base)
+ *
+ *   static const struct mr_hal_ops ssh_ops = { .name = "ssh", .run = ssh_run, ... };
+ *
+ *   int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, ...)
+ *   {
+ *           struct ssh_hal *s = calloc(1, sizeof(*s));
+ *           if (!s || mr_hal_init(&s->base, &ssh_ops, opts) < 0) ... ENOMEM
+ *           ...
+ *           *out = &s->base;
+ *   }
+ *
+ * The public functions in hal.c validate arguments and then call the ops; the
+ * ops can rely on the following:
+ *
+ *   run          cmds arrive prepared by mr_hal_cmd_prepare(): outputs zeroed,
+ *                out/errout empty with their cap (max) set to opts.max_output.
+ *                An entry whose hal_rc is already < 0 failed validation in hal.c
+ *                (empty argv, ...): skip it. For every other entry the backend
+ *                sets hal_rc/status/signal/err/elapsed_ms and appends output with
+ *                mr_hal_append_capped() (output past the cap is read and dropped,
+ *                never an error). A per-command failure goes into that command;
+ *                the return value is 0, or < 0 only when the hal itself broke
+ *                (then err says why). Deadline: mr_hal_cmd_timeout_ms().
+ *   connect      optional (NULL: every host counts as reachable). errs[i] are
+ *                cleared by hal.c before the call; return the number of failures.
+ *   spawn        allocate the backend proc, call mr_proc_init(&p->base, hal, sp)
+ *                (links it into hal->procs, copies host/events/user, builds
+ *                p->base.cmdline), start it, *out = &p->base. On failure undo
+ *                with mr_proc_release_common() + free and return < 0 with err.
+ *   proc_write   queue a copy of the bytes (hal.c has already rejected len 0 and
+ *                writes after close_stdin or after exit).
+ *   proc_close_stdin   close stdin once the queue is written (hal.c sets
+ *                p->stdin_closed after a successful call).
+ *   proc_signal  signal the whole process group (hal.c rejects exited procs).
+ *   poll         wait up to timeout_ms (-1: until something happens; but return
+ *                at once when there is nothing that could happen: no running
+ *                proc and no watched fd) on every running proc AND on the
+ *                watched fds (mr_hal_watch_add_pollfds()/mr_hal_watch_dispatch()),
+ *                then deliver events only through mr_proc_deliver_stdout/
+ *                _stderr/_exit(). Return 0 or < 0 (EINTR is 0, not an error).
+ *                hal.c counts the running procs for the caller. Callbacks may
+ *                call mr_hal_spawn (a new proc: keep iterating over a snapshot),
+ *                mr_proc_write/close_stdin/signal, and mr_proc_release (hal.c
+ *                defers that until poll returns, so pointers stay valid).
+ *   poll_prepare optional; the mux backend (mux.c) uses it to wait on two backends
+ *                in one poll(). Without blocking and without delivering any event:
+ *                do the work that needs no waiting, append the fds the backend's
+ *                poll would wait on to ps (not the watched fds: the caller adds its
+ *                own) and lower *timeout_ms (-1: no limit yet) to when the backend
+ *                must run next (0: it has events to deliver now). The caller then
+ *                poll()s and calls mr_hal_poll(hal, 0) on the backend, which
+ *                delivers what became ready. Return 0 or MESHRUN_E_NOMEM. A backend
+ *                without it is polled every MR_HAL_MUX_TICK_MS.
+ *   proc_release kill (if still running: TERM, MR_HAL_KILL_GRACE_MS, KILL, all to
+ *                the group) and reap the process, no callbacks, then
+ *                mr_proc_release_common() and free the backend struct.
+ *   free         kill and reap every proc still in hal->procs the same way (all
+ *                together, one grace period, no callbacks), release them, free
+ *                backend state, call mr_hal_release_common(), free the struct.
+ *
+ * Ownership: the common parts (opts strings, procs list, watch list) belong to
+ * the struct mr_hal; backends never free them directly.
+ */
+#ifndef MR_HAL_IMPL_H
+#define MR_HAL_IMPL_H
+
+#include "common/compat.h"
+#include "common/buf.h"
+#include "hal/hal.h"
+
+#include <poll.h>
+
+#define mr_container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Grace between SIGTERM and SIGKILL when the hal kills a process group. */
+#define MR_HAL_KILL_GRACE_MS 500
+/* Defaults of struct mr_hal_opts (filled in by mr_hal_init()). */
+#define MR_HAL_DEF_CONNECT_TIMEOUT_MS 10000
+#define MR_HAL_DEF_RUN_TIMEOUT_MS 30000
+#define MR_HAL_DEF_MAX_OUTPUT ((size_t)16 << 20)
+#define MR_HAL_DEF_MAX_PARALLEL 64
+/* How often the mux polls an inner backend that has no poll_prepare (replay). */
+#define MR_HAL_MUX_TICK_MS 10
+
+struct mr_pollset;
+
+struct mr_hal_ops {
+	const char *name; /* "local", "ssh", "replay" */
+	int (*run)(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
+		   struct meshrun_err *err);
+	int (*connect)(struct mr_hal *hal, const char *const *hosts, size_t n,
+		       struct meshrun_err *errs);
+	int (*spawn)(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,
+		     struct meshrun_err *err);
+	int (*proc_write)(struct mr_proc *p, const void *data, size_t len,
+			  struct meshrun_err *err);
+	int (*proc_close_stdin)(struct mr_proc *p, struct meshrun_err *err);
+	int (*proc_signal)(struct mr_proc *p, int sig, struct meshrun_err *err);
+	int (*poll)(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
+	int (*poll_prepare)(struct mr_hal *hal, struct mr_pollset *ps, int *timeout_ms);
+	void (*proc_release)(struct mr_proc *p);
+	void (*free)(struct mr_hal *hal);
+};
+
+/* A watched fd (mr_hal_watch_fd). */
+struct mr_hal_watch {
+	int fd;
+	void (*cb)(int fd, void *ctx);
+	void *ctx;
+};
+
+/* The part of every backend instance that hal.c manages. */
+struct mr_hal {
+	const struct mr_hal_ops *ops;
+	/* Copy of the caller's options with the defaults filled in; the string
+	 * fields are copies owned here (NULL stays NULL). */
+	struct mr_hal_opts opts;
+	/* Every proc not yet released, newest first (p->next/p->prev). */
+	struct mr_proc *procs;
+	struct mr_hal_watch *watch;
+	size_t nwatch, watch_alloc;
+	bool in_poll;     /* inside ops->poll: mr_proc_release is deferred */
+};
+
+/* The part of every spawned process that hal.c manages. */
+struct mr_proc {
+	struct mr_hal *hal;
+	struct mr_proc *next, *prev;
+	char *host;          /* copy of sp->host ("localhost" when NULL) */
+	char *cmdline;       /* argv quoted and shortened, for messages; owned */
+	struct mr_proc_events ev;
+	void *user;
+	bool stdin_closed;   /* mr_proc_close_stdin succeeded */
+	bool exited;         /* on_exit delivered */
+	bool release_pending;/* mr_proc_release called from inside a poll */
+};
+
+/* --- instance life cycle (backends) --- */
+
+/* Fill the common part: copy opts (NULL: all defaults) and their strings.
+ * Returns 0 or MESHRUN_E_NOMEM. */
+int mr_hal_init(struct mr_hal *hal, const struct mr_hal_ops *ops, const struct mr_hal_opts *opts);
+/* Free the common part (the procs must be released already). */
+void mr_hal_release_common(struct mr_hal *hal);
+
+/* --- run helpers --- */
+
+/* Zero the outputs of cmd and cap its buffers at hal->opts.max_output. */
+void mr_hal_cmd_prepare(const struct mr_hal *hal, struct mr_hal_cmd *cmd);
+/* The command's deadline in ms: its timeout_ms, else opts.run_timeout_ms. */
+int mr_hal_cmd_timeout_ms(const struct mr_hal *hal, const struct mr_hal_cmd *cmd);
+/* Append what fits under b->max (0: no cap); the rest is dropped. 0, or -1 on ENOMEM. */
+int mr_hal_append_capped(struct mr_buf *b, const void *data, size_t len);
+/* argv shell-quoted and joined, shortened to fit n with "..." (for messages). */
+const char *mr_hal_argv_summary(char *const *argv, char *buf, size_t n);
+/* The host as messages show it ("localhost" for NULL). */
+const char *mr_hal_host_name(const char *host);
+
+/* --- proc helpers --- */
+
+/* Fill the common part and link p into hal->procs. 0 or MESHRUN_E_NOMEM. */
+int mr_proc_init(struct mr_proc *p, struct mr_hal *hal, const struct mr_spawn *sp);
+/* Unlink p and free its common fields (not p itself). */
+void mr_proc_release_common(struct mr_proc *p);
+/* Deliver events; they do nothing after exit or once a release is pending. */
+void mr_proc_deliver_stdout(struct mr_proc *p, const char *data, size_t len);
+void mr_proc_deliver_stderr(struct mr_proc *p, const char *data, size_t len);
+/* Sets p->exited and calls on_exit exactly once (err may be NULL if hal_rc == 0). */
+void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
+			  const struct meshrun_err *err);
+
+/* --- watched fds inside a backend's poll --- */
+
+/* A growable pollfd array for one poll() round. */
+struct mr_pollset {
+	struct pollfd *fds;
+	size_t nr, alloc;
+};
+#define MR_POLLSET_INIT { NULL, 0, 0 }
+/* Append {fd, events}; returns its index, or -1 on ENOMEM. */
+int mr_pollset_add(struct mr_pollset *ps, int fd, short events);
+void mr_pollset_reset(struct mr_pollset *ps);   /* nr = 0, keep memory */
+void mr_pollset_release(struct mr_pollset *ps);
+
+/* Append every watched fd (POLLIN); *first gets the index of the first one.
+ * Returns 0 or -1 on ENOMEM. */
+int mr_hal_watch_add_pollfds(struct mr_hal *hal, struct mr_pollset *ps, size_t *first);
+/* After poll(): run the callbacks of watched fds (entries from first on) that
+ * are readable or hung up and are still watched (a callback may unwatch). */
+void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size_t first);
+
+#endif

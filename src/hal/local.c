@@ -1,0 +1,979 @@
+/*
+ * local.c - the local hal backend: fork/exec on this machine.
+ *
+ * Spawning follows libuv (uv__spawn_and_init_child) and git (start_command):
+ *   - argv, envp and the program path are built in the parent before fork();
+ *   - every signal is blocked around fork(), so no handler of ours runs in the
+ *     child; the child resets every disposition to SIG_DFL, then its mask;
+ *   - the child calls only async-signal-safe functions (sigaction, setpgid,
+ *     fcntl, dup2, chdir, sigprocmask, execve, write, _exit);
+ *   - a failed chdir/exec is written as {step, errno} into a CLOEXEC pipe; the
+ *     parent reads that pipe until EOF (exec succeeded) or a report (failure),
+ *     so "exec 'prog' failed: No such file or directory" is MESHRUN_E_EXEC,
+ *     never an exit status of 127.
+ * Every child leads its own process group (setpgid in child and parent, as
+ * shells do), so signals and kills reach its children too.
+ *
+ * Child exit is detected with a pidfd (Linux >= 5.3: readable once the child is
+ * a zombie); without pidfds the loop checks every 20 ms. The leader is checked
+ * with waitid(WNOWAIT) and only reaped after the group has been killed where
+ * that is needed (timeouts, free), so its pgid cannot be reused meanwhile.
+ *
+ * stdin is a socketpair, not a pipe: send(MSG_NOSIGNAL) to a child that closed
+ * its stdin gives EPIPE instead of a process-wide SIGPIPE (a library must not
+ * touch signal dispositions). stdout/stderr are pipes.
+ *
+ * After the leader exits, whatever is already in its stdout/stderr pipes is
+ * read and delivered, then the pipes are closed: a background grandchild that
+ * keeps them open does not keep the command alive.
+ */
+#include "common/compat.h"
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/strvec.h"
+#include "common/timeutil.h"
+#include "hal/hal_impl.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define LOCAL_TICK_MS 20            /* exit check period without pidfds */
+#define LOCAL_CHUNK 65536
+#define LOCAL_DRAIN_READS 64        /* at most 4 MiB drained per stream after exit */
+
+enum child_step { STEP_DUP = 1, STEP_CHDIR, STEP_EXEC };
+
+struct child_report {
+	int step;
+	int errnum;
+};
+
+/* One started child, shared by run commands and spawned procs. */
+struct lchild {
+	pid_t pid;          /* > 0 while not reaped */
+	int pidfd;          /* -1 without pidfd support */
+	int in_fd, out_fd, err_fd; /* parent ends; -1 once closed */
+	bool exited;        /* leader is a zombie (seen with WNOWAIT) */
+	int wstatus;        /* valid once reaped, unless lost */
+	bool lost;          /* someone else reaped it: no exit status */
+};
+
+struct local_hal {
+	struct mr_hal base;
+	bool no_pidfd;
+};
+
+struct local_proc {
+	struct mr_proc base;
+	struct lchild c;
+	struct mr_buf inq;  /* bytes queued for stdin */
+	bool want_close;    /* close stdin once inq is written */
+};
+
+#define to_local_hal(h) mr_container_of(h, struct local_hal, base)
+#define to_local_proc(p) mr_container_of(p, struct local_proc, base)
+
+/* Everything the child needs, prepared before fork(). */
+struct child_setup {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	const char *cwd;
+	int fds[3];         /* become 0, 1, 2 */
+	int report_fd;
+	struct sigaction dfl;
+	sigset_t empty;
+};
+
+static void lchild_init(struct lchild *c)
+{
+	c->pid = 0;
+	c->pidfd = c->in_fd = c->out_fd = c->err_fd = -1;
+	c->exited = false;
+	c->lost = false;
+	c->wstatus = 0;
+}
+
+static void lchild_close_fds(struct lchild *c)
+{
+	mr_close(&c->pidfd);
+	mr_close(&c->in_fd);
+	mr_close(&c->out_fd);
+	mr_close(&c->err_fd);
+}
+
+/* --- the child side: async-signal-safe only --- */
+
+static void __attribute__((noreturn)) child_fail(const struct child_setup *cs, int step)
+{
+	struct child_report r = { step, errno };
+	const char *p = (const char *)&r;
+	size_t left = sizeof(r);
+
+	while (left) {
+		ssize_t w = write(cs->report_fd, p, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		p += w;
+		left -= (size_t)w;
+	}
+	_exit(127);
+}
+
+static void __attribute__((noreturn)) child_exec(struct child_setup *cs)
+{
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			(void)sigaction(s, &cs->dfl, NULL); /* EINVAL for libc-internal ones */
+	(void)setpgid(0, 0);
+	/* Move sources out of 0..2 first so dup2 below cannot clobber one. */
+	for (int i = 0; i < 3; i++) {
+		if (cs->fds[i] < 3) {
+			cs->fds[i] = fcntl(cs->fds[i], F_DUPFD_CLOEXEC, 3);
+			if (cs->fds[i] < 0)
+				child_fail(cs, STEP_DUP);
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		if (dup2(cs->fds[i], i) < 0)
+			child_fail(cs, STEP_DUP);
+	if (cs->cwd && chdir(cs->cwd) < 0)
+		child_fail(cs, STEP_CHDIR);
+	(void)sigprocmask(SIG_SETMASK, &cs->empty, NULL);
+	execve(cs->path, cs->argv, cs->envp);
+	child_fail(cs, STEP_EXEC);
+}
+
+/* --- the parent side --- */
+
+/* Find argv0 on PATH (as execvp would); NULL with errno when there is none. */
+static char *resolve_path(const char *argv0, const char *pathvar)
+{
+	const char *p;
+	int saved = ENOENT;
+
+	if (strchr(argv0, '/'))
+		return strdup(argv0);
+	if (!*argv0) {
+		errno = ENOENT;
+		return NULL;
+	}
+	p = pathvar ? pathvar : "/usr/local/bin:/usr/bin:/bin";
+	for (;;) {
+		const char *colon = strchrnul(p, ':');
+		size_t dlen = (size_t)(colon - p);
+		char *cand = NULL;
+		struct stat st;
+
+		if (asprintf(&cand, "%.*s%s%s", (int)dlen, p, dlen ? "/" : "", argv0) < 0)
+			return NULL;
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (access(cand, X_OK) == 0)
+				return cand;
+			saved = EACCES;
+		}
+		free(cand);
+		if (!*colon)
+			break;
+		p = colon + 1;
+	}
+	errno = saved;
+	return NULL;
+}
+
+/* envp = our environment with each "K=V" of env set on top. */
+static int build_env(struct mr_strvec *envp, char *const *env, const char *what,
+		     struct meshrun_err *err)
+{
+	if (mr_strvec_pushv(envp, environ) < 0)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "environment for %s: out of memory", what);
+	for (size_t i = 0; env && env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+		char *name;
+		int rc;
+
+		if (!eq || eq == env[i])
+			return mr_err_set(err, MESHRUN_E_INVAL,
+					  "environment entry '%s' for %s: expected NAME=VALUE", env[i], what);
+		name = strndup(env[i], (size_t)(eq - env[i]));
+		if (!name)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "environment for %s: out of memory", what);
+		rc = mr_strvec_setenv(envp, name, eq + 1);
+		free(name);
+		if (rc < 0)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "environment for %s: out of memory", what);
+	}
+	return 0;
+}
+
+static int open_pidfd(struct local_hal *lh, pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	if (!lh->no_pidfd) {
+		int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+		if (fd >= 0)
+			return fd; /* pidfds are always close-on-exec */
+		if (errno == ENOSYS || errno == EPERM)
+			lh->no_pidfd = true;
+	}
+#else
+	lh->no_pidfd = true;
+#endif
+	return -1;
+}
+
+/*
+ * Start argv with stdin from a socketpair (want_stdin) or empty, stdout and
+ * stderr into pipes. On success c holds the pid and the parent's fds
+ * (non-blocking). On failure nothing is left running or open.
+ */
+static int start_child(struct local_hal *lh, const char *host, char *const *argv,
+		       char *const *env, const char *cwd, bool want_stdin, struct lchild *c,
+		       struct meshrun_err *err)
+{
+	struct child_setup cs;
+	struct mr_strvec envp = MR_STRVEC_INIT;
+	char what[200], cmd[160];
+	char *path = NULL;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, rep[2] = { -1, -1 };
+	struct child_report r;
+	sigset_t all, old;
+	ssize_t got;
+	pid_t pid;
+	int rc = 0;
+
+	lchild_init(c);
+	mr_hal_argv_summary(argv, cmd, sizeof(cmd));
+	snprintf(what, sizeof(what), "'%s' on '%s'", cmd, mr_hal_host_name(host));
+
+	memset(&cs, 0, sizeof(cs));
+	cs.argv = argv;
+	cs.envp = environ;
+	cs.cwd = cwd;
+	if (env && env[0]) {
+		rc = build_env(&envp, env, what, err);
+		if (rc < 0)
+			goto out;
+		cs.envp = envp.v;
+	}
+	path = resolve_path(argv[0], envp.v ? mr_strvec_getenv(&envp, "PATH") : getenv("PATH"));
+	if (!path) {
+		rc = mr_err_errno(err, errno, MESHRUN_E_EXEC, "exec '%s' failed", argv[0]);
+		goto out;
+	}
+	cs.path = path;
+
+	if (want_stdin) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) {
+			rc = mr_err_sys(err, "socketpair for stdin of %s", what);
+			goto out;
+		}
+	} else {
+		/* empty stdin: a pipe without writer reads EOF at once (and does not
+		 * depend on /dev/null being intact, which a broken script can clobber) */
+		if (mr_pipe_cloexec(in) < 0) {
+			rc = mr_err_sys(err, "pipe for stdin of %s", what);
+			goto out;
+		}
+		mr_close(&in[1]);
+	}
+	if (mr_pipe_cloexec(out) < 0 || mr_pipe_cloexec(errp) < 0 || mr_pipe_cloexec(rep) < 0) {
+		rc = mr_err_sys(err, "pipe for %s", what);
+		goto out;
+	}
+	cs.fds[0] = in[0];
+	cs.fds[1] = out[1];
+	cs.fds[2] = errp[1];
+	cs.report_fd = rep[1];
+	cs.dfl.sa_handler = SIG_DFL;
+	sigemptyset(&cs.dfl.sa_mask);
+	sigemptyset(&cs.empty);
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		child_exec(&cs);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		rc = mr_err_sys(err, "fork for %s", what);
+		goto out;
+	}
+	(void)setpgid(pid, pid); /* the child does it too; whoever is first wins */
+	mr_close(&in[0]);
+	mr_close(&out[1]);
+	mr_close(&errp[1]);
+	mr_close(&rep[1]);
+
+	got = mr_read_full(rep[0], &r, sizeof(r));
+	if (got == (ssize_t)sizeof(r)) {
+		int st;
+
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (r.step == STEP_CHDIR)
+			rc = mr_err_errno(err, r.errnum, MESHRUN_E_EXEC, "chdir to '%s' for %s failed", cwd, what);
+		else if (r.step == STEP_EXEC)
+			rc = mr_err_errno(err, r.errnum, MESHRUN_E_EXEC, "exec '%s' failed", argv[0]);
+		else
+			rc = mr_err_errno(err, r.errnum, MESHRUN_E_EXEC, "set up stdio of %s failed", what);
+		goto out;
+	}
+
+	c->pid = pid;
+	c->pidfd = open_pidfd(lh, pid);
+	c->in_fd = in[1];
+	in[1] = -1;
+	c->out_fd = out[0];
+	out[0] = -1;
+	c->err_fd = errp[0];
+	errp[0] = -1;
+	if (c->in_fd >= 0)
+		(void)mr_set_nonblock(c->in_fd, true);
+	(void)mr_set_nonblock(c->out_fd, true);
+	(void)mr_set_nonblock(c->err_fd, true);
+
+out:
+	mr_close(&in[0]);
+	mr_close(&in[1]);
+	mr_close(&out[0]);
+	mr_close(&out[1]);
+	mr_close(&errp[0]);
+	mr_close(&errp[1]);
+	mr_close(&rep[0]);
+	mr_close(&rep[1]);
+	free(path);
+	mr_strvec_release(&envp);
+	return rc;
+}
+
+static void group_kill(pid_t pid, int sig)
+{
+	if (kill(-pid, sig) < 0 && errno == ESRCH)
+		(void)kill(pid, sig); /* no group (setpgid lost a race with exec): the leader */
+}
+
+/* Has the leader exited? (Does not reap it.) */
+static bool lchild_check_exit(struct lchild *c)
+{
+	siginfo_t si;
+	int r;
+
+	if (c->exited || c->pid <= 0)
+		return true;
+	memset(&si, 0, sizeof(si));
+	r = waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT);
+	if (r == 0 && si.si_pid == c->pid)
+		c->exited = true;
+	else if (r < 0 && errno == ECHILD)
+		c->exited = true; /* reaped behind our back (SIGCHLD ignored): status lost */
+	return c->exited;
+}
+
+static void lchild_reap(struct lchild *c)
+{
+	int st = 0;
+
+	if (c->pid <= 0)
+		return;
+	while (waitpid(c->pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			c->lost = true;
+			break;
+		}
+	}
+	c->wstatus = st;
+	c->pid = 0;
+	c->exited = true;
+	mr_close(&c->pidfd);
+}
+
+/*
+ * TERM the groups, wait up to the grace for the leaders, KILL the groups (also
+ * of leaders that already exited: their children), reap. No callbacks.
+ */
+static void kill_and_reap(struct lchild **cs, size_t n)
+{
+	int64_t until = mr_now_ms() + MR_HAL_KILL_GRACE_MS;
+	bool any = false;
+
+	for (size_t i = 0; i < n; i++) {
+		if (cs[i]->pid > 0 && !lchild_check_exit(cs[i])) {
+			group_kill(cs[i]->pid, SIGTERM);
+			group_kill(cs[i]->pid, SIGCONT);
+			any = true;
+		}
+	}
+	while (any && mr_ms_left(until) > 0) {
+		struct pollfd pfd[64];
+		nfds_t np = 0;
+
+		any = false;
+		for (size_t i = 0; i < n; i++) {
+			if (cs[i]->pid <= 0 || lchild_check_exit(cs[i]))
+				continue;
+			any = true;
+			if (cs[i]->pidfd >= 0 && np < ARRAY_SIZE(pfd)) {
+				pfd[np].fd = cs[i]->pidfd;
+				pfd[np].events = POLLIN;
+				np++;
+			}
+		}
+		if (!any)
+			break;
+		(void)poll(pfd, np, MR_MIN(mr_ms_left(until), LOCAL_TICK_MS));
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (cs[i]->pid > 0) {
+			group_kill(cs[i]->pid, SIGKILL);
+			lchild_reap(cs[i]);
+		}
+		lchild_close_fds(cs[i]);
+	}
+}
+
+/* One read from a non-blocking fd: > 0 bytes, 0 EOF (fd closed), -1 nothing now. */
+static ssize_t read_chunk(int *fd, char *buf, size_t n)
+{
+	ssize_t r;
+
+	if (*fd < 0)
+		return 0;
+	r = mr_read_some(*fd, buf, n);
+	if (r > 0)
+		return r;
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -1;
+	mr_close(fd); /* EOF or a real error: the stream is over */
+	return 0;
+}
+
+/* Write from data; returns bytes written (0 when the pipe is full). On EPIPE
+ * (the child closed its stdin) the fd is closed and *fd is -1. */
+static size_t write_chunk(int *fd, const char *data, size_t len)
+{
+	ssize_t w;
+
+	if (*fd < 0 || len == 0)
+		return 0;
+	do
+		w = send(*fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	if (w >= 0)
+		return (size_t)w;
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		mr_close(fd);
+	return 0;
+}
+
+static void decode_status(int st, int *status, int *sig)
+{
+	*status = 0;
+	*sig = 0;
+	if (WIFEXITED(st))
+		*status = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		*sig = WTERMSIG(st);
+}
+
+/* --- run --- */
+
+struct lrun {
+	struct mr_hal_cmd *cmd;
+	struct lchild c;
+	size_t in_off;
+	int64_t start, deadline, kill_at;
+	bool running, timed_out, kill_sent;
+	int i_in, i_out, i_err, i_pid; /* pollset indices, -1 when absent */
+};
+
+static void run_drain(struct lrun *r)
+{
+	char buf[LOCAL_CHUNK];
+
+	for (int k = 0; k < LOCAL_DRAIN_READS && r->c.out_fd >= 0; k++) {
+		ssize_t n = read_chunk(&r->c.out_fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		(void)mr_hal_append_capped(&r->cmd->out, buf, (size_t)n);
+	}
+	for (int k = 0; k < LOCAL_DRAIN_READS && r->c.err_fd >= 0; k++) {
+		ssize_t n = read_chunk(&r->c.err_fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		(void)mr_hal_append_capped(&r->cmd->errout, buf, (size_t)n);
+	}
+}
+
+static void run_finish(struct mr_hal *hal, struct lrun *r)
+{
+	struct mr_hal_cmd *cmd = r->cmd;
+	char line[160];
+
+	if (r->timed_out && !r->kill_sent)
+		group_kill(r->c.pid, SIGKILL); /* the leader is gone; its children are not */
+	lchild_reap(&r->c);
+	run_drain(r);
+	lchild_close_fds(&r->c);
+	r->running = false;
+	cmd->elapsed_ms = mr_now_ms() - r->start;
+	if (r->timed_out) {
+		cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_TIMEOUT,
+					 "command '%s' on '%s' timed out after %d ms",
+					 mr_hal_argv_summary(cmd->argv, line, sizeof(line)),
+					 mr_hal_host_name(cmd->host), mr_hal_cmd_timeout_ms(hal, cmd));
+		return;
+	}
+	if (r->c.lost) {
+		cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_NOEXIT,
+					 "command '%s' on '%s': no exit status received (reaped elsewhere)",
+					 mr_hal_argv_summary(cmd->argv, line, sizeof(line)),
+					 mr_hal_host_name(cmd->host));
+		return;
+	}
+	decode_status(r->c.wstatus, &cmd->status, &cmd->signal);
+}
+
+static int local_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
+		     struct meshrun_err *err)
+{
+	struct local_hal *lh = to_local_hal(hal);
+	struct mr_pollset ps = MR_POLLSET_INIT;
+	struct lrun *runs = calloc(n, sizeof(*runs));
+	size_t next = 0, nrunning = 0;
+	char buf[LOCAL_CHUNK];
+	int rc = 0;
+
+	if (!runs)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "run %zu commands: out of memory", n);
+	for (size_t i = 0; i < n; i++) {
+		runs[i].cmd = &cmds[i];
+		lchild_init(&runs[i].c);
+	}
+
+	for (;;) {
+		int64_t now, wake = -1;
+		int timeout;
+
+		/* start what the parallelism allows */
+		while (next < n && nrunning < (size_t)hal->opts.max_parallel) {
+			struct lrun *r = &runs[next++];
+			struct mr_hal_cmd *cmd = r->cmd;
+
+			if (cmd->hal_rc < 0)
+				continue;
+			r->start = mr_now_ms();
+			r->deadline = r->start + mr_hal_cmd_timeout_ms(hal, cmd);
+			cmd->hal_rc = start_child(lh, cmd->host, cmd->argv, NULL, NULL,
+						  cmd->stdin_len > 0, &r->c, &cmd->err);
+			if (cmd->hal_rc < 0) {
+				cmd->elapsed_ms = mr_now_ms() - r->start;
+				continue;
+			}
+			r->running = true;
+			nrunning++;
+		}
+		if (nrunning == 0 && next == n)
+			break;
+
+		mr_pollset_reset(&ps);
+		for (size_t i = 0; i < next; i++) {
+			struct lrun *r = &runs[i];
+
+			r->i_in = r->i_out = r->i_err = r->i_pid = -1;
+			if (!r->running)
+				continue;
+			if (r->c.in_fd >= 0)
+				r->i_in = mr_pollset_add(&ps, r->c.in_fd, POLLOUT);
+			if (r->c.out_fd >= 0)
+				r->i_out = mr_pollset_add(&ps, r->c.out_fd, POLLIN);
+			if (r->c.err_fd >= 0)
+				r->i_err = mr_pollset_add(&ps, r->c.err_fd, POLLIN);
+			if (r->c.pidfd >= 0)
+				r->i_pid = mr_pollset_add(&ps, r->c.pidfd, POLLIN);
+			{
+				/* next timer: the deadline, then the KILL after the grace;
+				 * afterwards only the exit (pidfd, or the tick) */
+				int64_t t = !r->timed_out ? r->deadline : !r->kill_sent ? r->kill_at : -1;
+
+				if (r->c.pidfd < 0) {
+					int64_t tick = mr_now_ms() + LOCAL_TICK_MS;
+					t = (t < 0 || tick < t) ? tick : t;
+				}
+				if (t >= 0 && (wake < 0 || t < wake))
+					wake = t;
+			}
+		}
+		timeout = mr_ms_left(wake);
+		if (poll(ps.fds, ps.nr, timeout) < 0 && errno != EINTR) {
+			rc = mr_err_sys(err, "poll over %zu local commands", nrunning);
+			break;
+		}
+
+		now = mr_now_ms();
+		for (size_t i = 0; i < next; i++) {
+			struct lrun *r = &runs[i];
+			struct mr_hal_cmd *cmd = r->cmd;
+
+			if (!r->running)
+				continue;
+			if (r->i_in >= 0 && ps.fds[r->i_in].revents) {
+				const char *d = cmd->stdin_data;
+
+				r->in_off += write_chunk(&r->c.in_fd, d + r->in_off, cmd->stdin_len - r->in_off);
+				if (r->in_off >= cmd->stdin_len)
+					mr_close(&r->c.in_fd);
+			}
+			if (r->i_out >= 0 && ps.fds[r->i_out].revents) {
+				ssize_t got = read_chunk(&r->c.out_fd, buf, sizeof(buf));
+				if (got > 0)
+					(void)mr_hal_append_capped(&cmd->out, buf, (size_t)got);
+			}
+			if (r->i_err >= 0 && ps.fds[r->i_err].revents) {
+				ssize_t got = read_chunk(&r->c.err_fd, buf, sizeof(buf));
+				if (got > 0)
+					(void)mr_hal_append_capped(&cmd->errout, buf, (size_t)got);
+			}
+			if (!r->timed_out && now >= r->deadline) {
+				r->timed_out = true;
+				r->kill_at = now + MR_HAL_KILL_GRACE_MS;
+				group_kill(r->c.pid, SIGTERM);
+				group_kill(r->c.pid, SIGCONT);
+			} else if (r->timed_out && !r->kill_sent && now >= r->kill_at) {
+				r->kill_sent = true;
+				group_kill(r->c.pid, SIGKILL);
+			}
+			if (lchild_check_exit(&r->c)) {
+				run_finish(hal, r);
+				nrunning--;
+			}
+		}
+	}
+
+	if (rc < 0) {
+		/* the hal broke: leave nothing running */
+		for (size_t i = 0; i < next; i++) {
+			if (runs[i].running) {
+				struct lchild *c = &runs[i].c;
+
+				kill_and_reap(&c, 1);
+				runs[i].cmd->hal_rc = mr_err_set(&runs[i].cmd->err, rc, "%s", err ? err->msg : "poll failed");
+			}
+		}
+	}
+	mr_pollset_release(&ps);
+	free(runs);
+	return rc;
+}
+
+/* --- spawn --- */
+
+static int local_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,
+		       struct meshrun_err *err)
+{
+	struct local_proc *lp = calloc(1, sizeof(*lp));
+	int rc;
+
+	if (!lp)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "spawn '%s': out of memory", sp->argv[0]);
+	lchild_init(&lp->c);
+	rc = mr_proc_init(&lp->base, hal, sp);
+	if (rc < 0) {
+		free(lp);
+		return mr_err_set(err, rc, "spawn '%s': out of memory", sp->argv[0]);
+	}
+	rc = start_child(to_local_hal(hal), sp->host, sp->argv, sp->env, sp->cwd, true, &lp->c, err);
+	if (rc < 0) {
+		mr_proc_release_common(&lp->base);
+		free(lp);
+		return rc;
+	}
+	*out = &lp->base;
+	return 0;
+}
+
+static int local_proc_write(struct mr_proc *p, const void *data, size_t len,
+			    struct meshrun_err *err)
+{
+	struct local_proc *lp = to_local_proc(p);
+
+	if (lp->c.in_fd < 0)
+		return mr_err_set(err, MESHRUN_E_PEER, "write to '%s' on '%s': its stdin is closed",
+				  p->cmdline, p->host);
+	if (mr_buf_append(&lp->inq, data, len) < 0)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "queue %zu bytes for '%s': out of memory",
+				  len, p->cmdline);
+	/* try at once: most writes fit into the socket buffer */
+	mr_buf_consume(&lp->inq, write_chunk(&lp->c.in_fd, lp->inq.p, lp->inq.len));
+	return 0;
+}
+
+static int local_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err)
+{
+	struct local_proc *lp = to_local_proc(p);
+
+	lp->want_close = true;
+	if (lp->inq.len == 0)
+		mr_close(&lp->c.in_fd);
+	return 0;
+}
+
+static int local_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
+{
+	struct local_proc *lp = to_local_proc(p);
+
+	if (lp->c.pid <= 0)
+		return mr_err_set(err, MESHRUN_E_INVAL, "signal '%s': process has exited", p->cmdline);
+	if (kill(-lp->c.pid, sig) < 0 && kill(lp->c.pid, sig) < 0)
+		return mr_err_sys(err, "send signal %d to '%s' (pid %d)", sig, p->cmdline, (int)lp->c.pid);
+	return 0;
+}
+
+static void proc_deliver_read(struct local_proc *lp, int *fd, bool is_err, int reads)
+{
+	char buf[LOCAL_CHUNK];
+
+	for (int k = 0; k < reads && *fd >= 0; k++) {
+		ssize_t n = read_chunk(fd, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		if (is_err)
+			mr_proc_deliver_stderr(&lp->base, buf, (size_t)n);
+		else
+			mr_proc_deliver_stdout(&lp->base, buf, (size_t)n);
+	}
+}
+
+static void proc_finish(struct local_proc *lp)
+{
+	int status, sig;
+
+	lchild_reap(&lp->c);
+	proc_deliver_read(lp, &lp->c.out_fd, false, LOCAL_DRAIN_READS);
+	proc_deliver_read(lp, &lp->c.err_fd, true, LOCAL_DRAIN_READS);
+	lchild_close_fds(&lp->c);
+	mr_buf_release(&lp->inq);
+	if (lp->c.lost) {
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+
+		mr_err_set(&e, MESHRUN_E_NOEXIT, "'%s' on '%s': no exit status received (reaped elsewhere)",
+			   lp->base.cmdline, lp->base.host);
+		mr_proc_deliver_exit(&lp->base, e.code, 0, 0, &e);
+		return;
+	}
+	decode_status(lp->c.wstatus, &status, &sig);
+	mr_proc_deliver_exit(&lp->base, 0, status, sig, NULL);
+}
+
+struct pslot {
+	struct local_proc *lp;
+	int i_in, i_out, i_err;
+};
+
+/* Append what a running proc waits on (s, when not NULL, gets the indices); a
+ * proc without pidfd sets *need_tick. Returns 0 or -1 on ENOMEM. */
+static int proc_pollfds(struct local_proc *lp, struct mr_pollset *ps, struct pslot *s,
+			bool *need_tick)
+{
+	int i_in = -1, i_out = -1, i_err = -1;
+
+	if (s)
+		s->i_in = s->i_out = s->i_err = -1;
+	if (lp->c.in_fd >= 0 && lp->inq.len && (i_in = mr_pollset_add(ps, lp->c.in_fd, POLLOUT)) < 0)
+		return -1;
+	if (lp->c.out_fd >= 0 && (i_out = mr_pollset_add(ps, lp->c.out_fd, POLLIN)) < 0)
+		return -1;
+	if (lp->c.err_fd >= 0 && (i_err = mr_pollset_add(ps, lp->c.err_fd, POLLIN)) < 0)
+		return -1;
+	if (lp->c.pidfd >= 0) {
+		if (mr_pollset_add(ps, lp->c.pidfd, POLLIN) < 0)
+			return -1;
+	} else {
+		*need_tick = true;
+	}
+	if (s) {
+		s->i_in = i_in;
+		s->i_out = i_out;
+		s->i_err = i_err;
+	}
+	return 0;
+}
+
+/* hal_impl.h's poll_prepare: the fds local_poll() would wait on. */
+static int local_poll_prepare(struct mr_hal *hal, struct mr_pollset *ps, int *timeout_ms)
+{
+	bool need_tick = false;
+
+	for (struct mr_proc *p = hal->procs; p; p = p->next) {
+		struct local_proc *lp = to_local_proc(p);
+
+		if (p->exited || lp->c.pid <= 0)
+			continue;
+		if (proc_pollfds(lp, ps, NULL, &need_tick) < 0)
+			return MESHRUN_E_NOMEM;
+	}
+	if (need_tick && (*timeout_ms < 0 || *timeout_ms > LOCAL_TICK_MS))
+		*timeout_ms = LOCAL_TICK_MS;
+	return 0;
+}
+
+static int local_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err)
+{
+	struct mr_pollset ps = MR_POLLSET_INIT;
+	struct pslot *slots = NULL;
+	size_t nslots = 0, nalloc = 0, first_watch = 0;
+	int64_t until = timeout_ms < 0 ? -1 : mr_now_ms() + timeout_ms;
+	int rc = 0;
+
+	for (;;) {
+		bool need_tick = false, happened = false;
+		int pr, wait_ms;
+
+		mr_pollset_reset(&ps);
+		nslots = 0;
+		for (struct mr_proc *p = hal->procs; p; p = p->next) {
+			struct local_proc *lp = to_local_proc(p);
+			struct pslot *s;
+
+			if (p->exited || lp->c.pid <= 0)
+				continue;
+			if (nslots == nalloc) {
+				size_t a = nalloc ? nalloc * 2 : 16;
+				struct pslot *v = reallocarray(slots, a, sizeof(*v));
+
+				if (!v) {
+					rc = mr_err_set(err, MESHRUN_E_NOMEM, "poll: out of memory");
+					goto out;
+				}
+				slots = v;
+				nalloc = a;
+			}
+			s = &slots[nslots++];
+			s->lp = lp;
+			proc_pollfds(lp, &ps, s, &need_tick);
+		}
+		if (mr_hal_watch_add_pollfds(hal, &ps, &first_watch) < 0) {
+			rc = mr_err_set(err, MESHRUN_E_NOMEM, "poll: out of memory");
+			goto out;
+		}
+		if (nslots == 0 && hal->nwatch == 0)
+			break; /* nothing could ever happen */
+		wait_ms = mr_ms_left(until);
+		if (need_tick && (wait_ms < 0 || wait_ms > LOCAL_TICK_MS))
+			wait_ms = LOCAL_TICK_MS;
+		pr = poll(ps.fds, ps.nr, wait_ms);
+		if (pr < 0) {
+			if (errno == EINTR)
+				break; /* a signal: return early */
+			rc = mr_err_sys(err, "poll over %zu local processes", nslots);
+			goto out;
+		}
+		happened = pr > 0;
+
+		for (size_t i = 0; i < nslots; i++) {
+			struct pslot *s = &slots[i];
+			struct local_proc *lp = s->lp;
+
+			if (s->i_in >= 0 && ps.fds[s->i_in].revents) {
+				mr_buf_consume(&lp->inq, write_chunk(&lp->c.in_fd, lp->inq.p, lp->inq.len));
+				if (lp->c.in_fd < 0)
+					mr_buf_reset(&lp->inq); /* the child closed its stdin */
+			}
+			if (lp->want_close && lp->inq.len == 0)
+				mr_close(&lp->c.in_fd);
+			if (s->i_out >= 0 && ps.fds[s->i_out].revents)
+				proc_deliver_read(lp, &lp->c.out_fd, false, 1);
+			if (s->i_err >= 0 && ps.fds[s->i_err].revents)
+				proc_deliver_read(lp, &lp->c.err_fd, true, 1);
+			if (!lp->base.exited && lchild_check_exit(&lp->c)) {
+				proc_finish(lp);
+				happened = true;
+			}
+		}
+		mr_hal_watch_dispatch(hal, &ps, first_watch);
+		if (happened || mr_ms_left(until) == 0)
+			break;
+	}
+out:
+	free(slots);
+	mr_pollset_release(&ps);
+	return rc;
+}
+
+static void local_proc_release(struct mr_proc *p)
+{
+	struct local_proc *lp = to_local_proc(p);
+	struct lchild *c = &lp->c;
+
+	kill_and_reap(&c, 1);
+	mr_buf_release(&lp->inq);
+	mr_proc_release_common(p);
+	free(lp);
+}
+
+static void local_free(struct mr_hal *hal)
+{
+	struct local_hal *lh = to_local_hal(hal);
+	struct lchild **cs = NULL;
+	size_t n = 0;
+
+	for (struct mr_proc *p = hal->procs; p; p = p->next)
+		n++;
+	cs = calloc(n ? n : 1, sizeof(*cs));
+	if (cs) {
+		size_t i = 0;
+
+		for (struct mr_proc *p = hal->procs; p; p = p->next)
+			cs[i++] = &to_local_proc(p)->c;
+		kill_and_reap(cs, n);
+		free(cs);
+	}
+	while (hal->procs)
+		local_proc_release(hal->procs); /* one by one if cs could not be allocated */
+	mr_hal_release_common(hal);
+	free(lh);
+}
+
+static const struct mr_hal_ops local_ops = {
+	.name = "local",
+	.run = local_run,
+	.connect = NULL,
+	.spawn = local_spawn,
+	.proc_write = local_proc_write,
+	.proc_close_stdin = local_proc_close_stdin,
+	.proc_signal = local_proc_signal,
+	.poll = local_poll,
+	.poll_prepare = local_poll_prepare,
+	.proc_release = local_proc_release,
+	.free = local_free,
+};
+
+int mr_hal_new_local(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)
+{
+	struct local_hal *lh = calloc(1, sizeof(*lh));
+	int rc;
+
+	*out = NULL;
+	if (!lh)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "local hal: out of memory");
+	rc = mr_hal_init(&lh->base, &local_ops, opts);
+	if (rc < 0) {
+		free(lh);
+		return mr_err_set(err, rc, "local hal: out of memory");
+	}
+	*out = &lh->base;
+	return 0;
+}

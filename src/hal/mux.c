@@ -1,0 +1,367 @@
+/*
+ * mux.c - the routing hal backend ("auto"): this machine's hosts go to a local
+ * backend, every other host to an ssh backend (hal.h: mr_hal_new_auto), so a job
+ * on 127.0.0.1 plus remote Macs runs its local ranks by fork/exec and needs no
+ * sshd here.
+ *
+ *   struct mux_hal                        struct mux_proc
+ *     inner[MUX_LOCAL]  (made lazily)       base: the proc the caller holds
+ *     inner[MUX_REMOTE] (made lazily)       inner: the inner backend's proc, whose
+ *                                           events forward to base
+ *
+ * A mux proc is a thin wrapper: writes, signals and releases go to the inner
+ * proc; the inner proc's events (delivered while mux_poll() polls the inner hal)
+ * are re-delivered on the wrapper, so the caller's callbacks see the proc it
+ * holds. Releases the caller makes inside a callback are deferred by hal.c (the
+ * mux is in its poll); the inner proc is released after that.
+ *
+ * One poll: every inner backend's poll_prepare() adds its fds and lowers the
+ * timeout, the mux adds its own watched fds, poll() waits once, then each inner
+ * backend gets mr_hal_poll(inner, 0), which reads and delivers what is ready.
+ * A backend without poll_prepare (replay) is polled every MR_HAL_MUX_TICK_MS.
+ */
+#include "common/compat.h"
+#include "common/err.h"
+#include "common/timeutil.h"
+#include "hal/hal_impl.h"
+
+#include <poll.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum { MUX_LOCAL = 0, MUX_REMOTE = 1, MUX_N = 2 };
+
+struct mux_hal {
+	struct mr_hal base;
+	struct mr_hal_mux_ctors ctors;
+	struct mr_hal *inner[MUX_N];
+	struct mr_pollset ps;
+};
+
+struct mux_proc {
+	struct mr_proc base;
+	struct mr_proc *inner;
+};
+
+#define to_mux_hal(h) mr_container_of(h, struct mux_hal, base)
+#define to_mux_proc(p) mr_container_of(p, struct mux_proc, base)
+
+bool mr_hal_host_is_local(const char *host)
+{
+	char self[256];
+
+	if (!host || !*host || !strcmp(host, "127.0.0.1") || !strcasecmp(host, "localhost") ||
+	    !strcmp(host, "::1"))
+		return true;
+	if (gethostname(self, sizeof(self)) < 0)
+		return false;
+	self[sizeof(self) - 1] = '\0';
+	return !strcasecmp(host, self);
+}
+
+static int side_of(const char *host)
+{
+	return mr_hal_host_is_local(host) ? MUX_LOCAL : MUX_REMOTE;
+}
+
+/* The inner backend for side, made on first use. */
+static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct meshrun_err *err)
+{
+	int rc;
+
+	if (!m->inner[side]) {
+		if (side == MUX_LOCAL)
+			rc = m->ctors.new_local ? m->ctors.new_local(&m->inner[side], &m->base.opts, m->ctors.ctx, err)
+						: mr_hal_new_local(&m->inner[side], &m->base.opts, err);
+		else
+			rc = m->ctors.new_remote ? m->ctors.new_remote(&m->inner[side], &m->base.opts, m->ctors.ctx, err)
+						 : mr_hal_new_ssh(&m->inner[side], &m->base.opts, err);
+		if (rc < 0) {
+			m->inner[side] = NULL;
+			return rc;
+		}
+	}
+	*out = m->inner[side];
+	return 0;
+}
+
+struct mr_hal *mr_hal_mux_inner(struct mr_hal *hal, const char *host)
+{
+	if (!hal || strcmp(hal->ops->name, "auto"))
+		return NULL;
+	return to_mux_hal(hal)->inner[side_of(host)];
+}
+
+/* --- run and connect: each side's share of the batch --- */
+
+static int mux_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+	struct mr_hal_cmd *part = calloc(n, sizeof(*part));
+	size_t *idx = calloc(n, sizeof(*idx));
+	int rc = 0;
+
+	if (!part || !idx) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "run %zu commands: out of memory", n);
+		goto out;
+	}
+	for (int side = 0; side < MUX_N; side++) {
+		struct meshrun_err ierr = MESHRUN_ERR_INIT;
+		struct mr_hal *in = NULL;
+		size_t k = 0;
+		int r;
+
+		for (size_t i = 0; i < n; i++)
+			if (cmds[i].hal_rc == 0 && side_of(cmds[i].host) == side)
+				idx[k++] = i;
+		if (!k)
+			continue;
+		if (get_inner(m, side, &in, &ierr) < 0) {
+			/* e.g. a bad ssh_config: every command of that side fails with it */
+			for (size_t j = 0; j < k; j++) {
+				cmds[idx[j]].hal_rc = ierr.code;
+				cmds[idx[j]].err = ierr;
+			}
+			continue;
+		}
+		for (size_t j = 0; j < k; j++)
+			part[j] = cmds[idx[j]];
+		r = mr_hal_run(in, part, k, err); /* < 0: that hal broke; go on with the other side */
+		if (r < 0 && rc == 0)
+			rc = r;
+		for (size_t j = 0; j < k; j++)
+			cmds[idx[j]] = part[j]; /* the results (and their buffers) go back */
+	}
+out:
+	free(part);
+	free(idx);
+	return rc;
+}
+
+static int mux_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
+		       struct meshrun_err *errs)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+	const char **names = calloc(n, sizeof(*names));
+	struct meshrun_err *perr = calloc(n, sizeof(*perr));
+	size_t *idx = calloc(n, sizeof(*idx));
+	int bad = 0;
+
+	if (!names || !perr || !idx) {
+		for (size_t i = 0; i < n; i++)
+			mr_err_set(&errs[i], MESHRUN_E_NOMEM, "connect to '%s': out of memory",
+				   mr_hal_host_name(hosts[i]));
+		bad = (int)n;
+		goto out;
+	}
+	for (int side = 0; side < MUX_N; side++) {
+		struct meshrun_err ierr = MESHRUN_ERR_INIT;
+		struct mr_hal *in = NULL;
+		size_t k = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (side_of(hosts[i]) == side)
+				idx[k++] = i;
+		if (!k)
+			continue;
+		if (get_inner(m, side, &in, &ierr) < 0) {
+			for (size_t j = 0; j < k; j++)
+				errs[idx[j]] = ierr;
+			bad += (int)k;
+			continue;
+		}
+		for (size_t j = 0; j < k; j++)
+			names[j] = hosts[idx[j]];
+		bad += mr_hal_connect(in, names, k, perr);
+		for (size_t j = 0; j < k; j++)
+			errs[idx[j]] = perr[j];
+	}
+out:
+	free(names);
+	free(perr);
+	free(idx);
+	return bad;
+}
+
+/* --- procs --- */
+
+static void fwd_stdout(struct mr_proc *p, const char *data, size_t len, void *ctx)
+{
+	(void)p;
+	mr_proc_deliver_stdout(&((struct mux_proc *)ctx)->base, data, len);
+}
+
+static void fwd_stderr(struct mr_proc *p, const char *data, size_t len, void *ctx)
+{
+	(void)p;
+	mr_proc_deliver_stderr(&((struct mux_proc *)ctx)->base, data, len);
+}
+
+static void fwd_exit(struct mr_proc *p, int hal_rc, int status, int sig,
+		     const struct meshrun_err *err, void *ctx)
+{
+	(void)p;
+	mr_proc_deliver_exit(&((struct mux_proc *)ctx)->base, hal_rc, status, sig, err);
+}
+
+static int mux_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,
+		     struct meshrun_err *err)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+	struct mux_proc *mp = calloc(1, sizeof(*mp));
+	struct mr_spawn isp = *sp;
+	struct mr_hal *in = NULL;
+	int rc;
+
+	if (!mp)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "spawn '%s': out of memory", sp->argv[0]);
+	rc = mr_proc_init(&mp->base, hal, sp);
+	if (rc < 0) {
+		free(mp);
+		return mr_err_set(err, rc, "spawn '%s': out of memory", sp->argv[0]);
+	}
+	isp.events.ctx = mp;
+	isp.events.on_stdout = fwd_stdout;
+	isp.events.on_stderr = fwd_stderr;
+	isp.events.on_exit = fwd_exit;
+	isp.user = mp;
+	if ((rc = get_inner(m, side_of(sp->host), &in, err)) < 0 ||
+	    (rc = mr_hal_spawn(in, &isp, &mp->inner, err)) < 0) {
+		mr_proc_release_common(&mp->base);
+		free(mp);
+		return rc;
+	}
+	*out = &mp->base;
+	return 0;
+}
+
+static int mux_proc_write(struct mr_proc *p, const void *data, size_t len, struct meshrun_err *err)
+{
+	return mr_proc_write(to_mux_proc(p)->inner, data, len, err);
+}
+
+static int mux_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err)
+{
+	return mr_proc_close_stdin(to_mux_proc(p)->inner, err);
+}
+
+static int mux_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
+{
+	return mr_proc_signal(to_mux_proc(p)->inner, sig, err);
+}
+
+static void mux_proc_release(struct mr_proc *p)
+{
+	struct mux_proc *mp = to_mux_proc(p);
+
+	mr_proc_release(mp->inner); /* kills it if it still runs; no callbacks */
+	mr_proc_release_common(p);
+	free(mp);
+}
+
+static bool any_running(const struct mr_hal *hal)
+{
+	for (const struct mr_proc *p = hal->procs; p; p = p->next)
+		if (!p->exited)
+			return true;
+	return false;
+}
+
+static int mux_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+	size_t first = 0;
+	int wait = timeout_ms, pr;
+
+	if (!any_running(hal) && !hal->nwatch)
+		wait = 0; /* nothing could ever happen */
+	mr_pollset_reset(&m->ps);
+	for (int side = 0; side < MUX_N; side++) {
+		struct mr_hal *in = m->inner[side];
+
+		if (!in)
+			continue;
+		if (!in->ops->poll_prepare) {
+			if (wait < 0 || wait > MR_HAL_MUX_TICK_MS)
+				wait = MR_HAL_MUX_TICK_MS;
+		} else if (in->ops->poll_prepare(in, &m->ps, &wait) < 0) {
+			return mr_err_set(err, MESHRUN_E_NOMEM, "poll: out of memory");
+		}
+	}
+	if (mr_hal_watch_add_pollfds(hal, &m->ps, &first) < 0)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "poll: out of memory");
+	if (m->ps.nr == 0 && wait < 0)
+		wait = 0;
+	pr = poll(m->ps.fds, m->ps.nr, wait);
+	if (pr < 0) {
+		if (errno == EINTR)
+			return 0; /* a signal: return early */
+		return mr_err_sys(err, "poll over %zu fds of the local and remote hosts", m->ps.nr);
+	}
+	for (int side = 0; side < MUX_N; side++) {
+		int rc = m->inner[side] ? mr_hal_poll(m->inner[side], 0, err) : 0;
+
+		if (rc < 0)
+			return rc;
+	}
+	if (pr > 0)
+		mr_hal_watch_dispatch(hal, &m->ps, first);
+	return 0;
+}
+
+static void mux_free(struct mr_hal *hal)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+
+	/* each inner backend kills and reaps its procs (no callbacks) */
+	for (int side = 0; side < MUX_N; side++)
+		mr_hal_free(m->inner[side]);
+	while (hal->procs) {
+		struct mux_proc *mp = to_mux_proc(hal->procs);
+
+		mr_proc_release_common(&mp->base);
+		free(mp);
+	}
+	mr_pollset_release(&m->ps);
+	mr_hal_release_common(hal);
+	free(m);
+}
+
+static const struct mr_hal_ops mux_ops = {
+	.name = "auto",
+	.run = mux_run,
+	.connect = mux_connect,
+	.spawn = mux_spawn,
+	.proc_write = mux_proc_write,
+	.proc_close_stdin = mux_proc_close_stdin,
+	.proc_signal = mux_proc_signal,
+	.poll = mux_poll,
+	.poll_prepare = NULL, /* a mux inside a mux is not needed */
+	.proc_release = mux_proc_release,
+	.free = mux_free,
+};
+
+int mr_hal_new_mux(struct mr_hal **out, const struct mr_hal_opts *opts,
+		   const struct mr_hal_mux_ctors *ctors, struct meshrun_err *err)
+{
+	struct mux_hal *m = calloc(1, sizeof(*m));
+	int rc;
+
+	*out = NULL;
+	if (!m)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "auto hal: out of memory");
+	rc = mr_hal_init(&m->base, &mux_ops, opts);
+	if (rc < 0) {
+		free(m);
+		return mr_err_set(err, rc, "auto hal: out of memory");
+	}
+	if (ctors)
+		m->ctors = *ctors;
+	*out = &m->base;
+	return 0;
+}
+
+int mr_hal_new_auto(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)
+{
+	return mr_hal_new_mux(out, opts, NULL, err);
+}

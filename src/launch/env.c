@@ -1,0 +1,440 @@
+#include "common/compat.h"
+#include "launch/env.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "common/shquote.h"
+
+static const char *const backend_names[] = {
+	[MR_BACKEND_RING] = "ring",
+	[MR_BACKEND_JACCL] = "jaccl",
+	[MR_BACKEND_JACCL_RING] = "jaccl-ring",
+	[MR_BACKEND_NCCL] = "nccl",
+	[MR_BACKEND_MPI] = "mpi",
+};
+
+int mr_backend_parse(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(backend_names); i++)
+		if (name && !strcmp(name, backend_names[i]))
+			return (int)i;
+	return -1;
+}
+
+const char *mr_backend_name(enum mr_backend b)
+{
+	if ((size_t)b < ARRAY_SIZE(backend_names))
+		return backend_names[b];
+	return "?";
+}
+
+static int nomem(struct meshrun_err *err)
+{
+	return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+}
+
+int mr_launch_env_add(struct mr_strvec *env, const char *kv, const char *where,
+		      struct meshrun_err *err)
+{
+	const char *eq = strchr(kv, '=');
+	size_t n = eq ? (size_t)(eq - kv) : strlen(kv);
+	char *name = strndup(kv, n);
+	int rc = 0;
+
+	if (!name)
+		return nomem(err);
+	/* MLX warns and drops such names; a typo in a variable should not pass silently. */
+	if (!mr_is_env_name(name))
+		rc = mr_err_set(err, MESHRUN_E_USAGE,
+				"%s '%s': invalid variable name '%s' (letters, digits, '_'; not starting with a digit)",
+				where, kv, name);
+	else if (mr_strvec_setenv(env, name, eq ? eq + 1 : "") < 0)
+		rc = nomem(err);
+	free(name);
+	return rc;
+}
+
+static const char *host_ip0(const struct mr_host *h)
+{
+	return h->ips.nr ? h->ips.v[0] : NULL;
+}
+
+int mr_launch_ring_json(const struct mr_hostfile *hf, int starting_port, int conns,
+			struct mr_buf *out, struct meshrun_err *err)
+{
+	long port = starting_port;
+
+	if (conns < 1)
+		return mr_err_set(err, MESHRUN_E_USAGE, "--connections-per-ip %d: must be at least 1",
+				  conns);
+	for (size_t i = 0; i < hf->nhosts; i++)
+		if (!hf->hosts[i].ips.nr)
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "ring backend needs IP addresses: host '%s' (hosts[%zu]) has no 'ips'",
+					  hf->hosts[i].ssh, i);
+	if (hf->nhosts < 2)
+		return 0; /* MLX: a single rank gets an empty hostfile */
+	if (mr_buf_putc(out, '[') < 0)
+		return nomem(err);
+	for (size_t i = 0; i < hf->nhosts; i++) {
+		const struct mr_host *h = &hf->hosts[i];
+		bool first = true;
+
+		if (mr_buf_puts(out, i ? ", [" : "[") < 0)
+			return nomem(err);
+		for (size_t j = 0; j < h->ips.nr; j++) {
+			for (int c = 0; c < conns; c++, port++) {
+				char ep[128];
+
+				if (port > 65535)
+					return mr_err_set(err, MESHRUN_E_USAGE,
+							  "ring ports run past 65535 at host '%s' (hosts[%zu]); lower --starting-port",
+							  h->ssh, i);
+				snprintf(ep, sizeof(ep), "%s:%ld", h->ips.v[j], port);
+				if ((!first && mr_buf_puts(out, ", ") < 0))
+					return nomem(err);
+				first = false;
+				if (mr_json_quote(out, ep) < 0)
+					return mr_err_set(err, MESHRUN_E_USAGE,
+							  "host '%s' (hosts[%zu]): ips[%zu]: not valid UTF-8",
+							  h->ssh, i, j);
+			}
+		}
+		if (mr_buf_putc(out, ']') < 0)
+			return nomem(err);
+	}
+	if (mr_buf_putc(out, ']') < 0)
+		return nomem(err);
+	return 0;
+}
+
+static int rdma_cell_json(struct mr_buf *out, const struct mr_rdma_cell *c)
+{
+	switch (c->kind) {
+	case MR_RDMA_NULL:
+		return mr_buf_puts(out, "null");
+	case MR_RDMA_ONE:
+		return mr_json_quote(out, c->devs.nr ? c->devs.v[0] : "");
+	case MR_RDMA_LIST:
+		if (mr_buf_putc(out, '[') < 0)
+			return -1;
+		for (size_t k = 0; k < c->devs.nr; k++) {
+			if ((k && mr_buf_puts(out, ", ") < 0) || mr_json_quote(out, c->devs.v[k]) < 0)
+				return -1;
+		}
+		return mr_buf_putc(out, ']');
+	}
+	return -1;
+}
+
+int mr_launch_rdma_json(const struct mr_hostfile *hf, struct mr_buf *out,
+			struct meshrun_err *err)
+{
+	if (mr_buf_putc(out, '[') < 0)
+		return nomem(err);
+	for (size_t i = 0; i < hf->nhosts; i++) {
+		const struct mr_host *h = &hf->hosts[i];
+
+		if (mr_buf_puts(out, i ? ", [" : "[") < 0)
+			return nomem(err);
+		for (size_t j = 0; j < h->nrdma; j++) {
+			if ((j && mr_buf_puts(out, ", ") < 0) || rdma_cell_json(out, &h->rdma[j]) < 0)
+				return mr_err_set(err, MESHRUN_E_USAGE,
+						  "host '%s' (hosts[%zu]): rdma[%zu]: cannot encode",
+						  h->ssh, i, j);
+		}
+		if (mr_buf_putc(out, ']') < 0)
+			return nomem(err);
+	}
+	if (mr_buf_putc(out, ']') < 0)
+		return nomem(err);
+	return 0;
+}
+
+static int add_file(struct mr_launch_env *e, const char *var, const char *name,
+		    struct mr_buf *content, struct meshrun_err *err)
+{
+	struct mr_launch_file *f = &e->files[e->nfiles];
+
+	if (e->nfiles >= MR_LAUNCH_MAX_FILES)
+		return mr_err_set(err, MESHRUN_E_INVAL, "too many job files");
+	/* MLX writes the file with `echo CONTENT > file`: a newline follows. */
+	if (mr_buf_putc(content, '\n') < 0)
+		return nomem(err);
+	f->var = strdup(var);
+	f->name = strdup(name);
+	f->content = strdup(mr_buf_cstr(content));
+	e->nfiles++;
+	if (!f->var || !f->name || !f->content)
+		return nomem(err);
+	return 0;
+}
+
+static int need_rank0_ip(const struct mr_hostfile *hf, const char *backend,
+			 struct meshrun_err *err)
+{
+	if (hf->nhosts && host_ip0(&hf->hosts[0]))
+		return 0;
+	return mr_err_set(err, MESHRUN_E_USAGE,
+			  "%s backend: rank 0 needs an IP reachable from all other ranks: host '%s' (hosts[0]) has no 'ips'",
+			  backend, hf->nhosts ? hf->hosts[0].ssh : "?");
+}
+
+static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
+			 struct mr_launch_env *e, struct meshrun_err *err)
+{
+	struct mr_buf b = MR_BUF_INIT;
+	char val[160];
+	int rc = 0;
+
+	switch (o->backend) {
+	case MR_BACKEND_RING:
+		if ((rc = mr_launch_ring_json(hf, o->starting_port, o->connections_per_ip, &b, err)) < 0)
+			break;
+		if (o->verbose && mr_strvec_setenv(&e->common, "MLX_RING_VERBOSE", "1") < 0) {
+			rc = nomem(err);
+			break;
+		}
+		rc = add_file(e, "MLX_HOSTFILE", "hostfile.json", &b, err);
+		break;
+	case MR_BACKEND_JACCL:
+	case MR_BACKEND_JACCL_RING: {
+		bool ring = o->backend == MR_BACKEND_JACCL_RING;
+
+		if ((rc = need_rank0_ip(hf, mr_backend_name(o->backend), err)) < 0)
+			break;
+		if ((rc = mr_hostfile_check_rdma(hf, !ring, err)) < 0) {
+			if (err && strncmp(err->msg, "malformed hostfile", 18))
+				mr_err_prefix(err, "malformed hostfile for the %s backend",
+					      mr_backend_name(o->backend));
+			if (err)
+				err->code = MESHRUN_E_USAGE;
+			rc = MESHRUN_E_USAGE;
+			break;
+		}
+		snprintf(val, sizeof(val), "%s:%d", host_ip0(&hf->hosts[0]), o->starting_port);
+		if (mr_strvec_setenv(&e->common, "MLX_JACCL_COORDINATOR", val) < 0 ||
+		    mr_strvec_setenv(&e->common, "MLX_DISTRIBUTED_BACKEND",
+				     mr_backend_name(o->backend)) < 0 ||
+		    (ring && mr_strvec_setenv(&e->common, "MLX_JACCL_RING", "1") < 0)) {
+			rc = nomem(err);
+			break;
+		}
+		if ((rc = mr_launch_rdma_json(hf, &b, err)) < 0)
+			break;
+		rc = add_file(e, "MLX_IBV_DEVICES", "ibv_devices.json", &b, err);
+		break;
+	}
+	case MR_BACKEND_NCCL:
+		if ((rc = need_rank0_ip(hf, "nccl", err)) < 0)
+			break;
+		snprintf(val, sizeof(val), "%d", o->nccl_port);
+		if ((o->verbose && mr_strvec_setenv(&e->common, "NCCL_DEBUG", "INFO") < 0) ||
+		    mr_strvec_setenv(&e->common, "NCCL_HOST_IP", host_ip0(&hf->hosts[0])) < 0 ||
+		    mr_strvec_setenv(&e->common, "NCCL_PORT", val) < 0 ||
+		    mr_strvec_pushf(&e->common, "MLX_WORLD_SIZE=%zu", hf->nhosts) < 0) {
+			rc = nomem(err);
+			break;
+		}
+		for (size_t r = 0; r < hf->nhosts; r++)
+			if (mr_strvec_pushf(&e->per_rank[r], "CUDA_VISIBLE_DEVICES=%zu",
+					    r % (size_t)(o->repeat > 0 ? o->repeat : 1)) < 0) {
+				rc = nomem(err);
+				break;
+			}
+		break;
+	case MR_BACKEND_MPI:
+		break;
+	default:
+		rc = mr_err_set(err, MESHRUN_E_USAGE, "unknown backend %d", (int)o->backend);
+	}
+	mr_buf_release(&b);
+	return rc;
+}
+
+int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
+			struct mr_launch_env *out, struct meshrun_err *err)
+{
+	struct mr_launch_env e = { 0 };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!hf->nhosts)
+		return mr_err_set(err, MESHRUN_E_USAGE, "no hosts to run on");
+	e.nranks = hf->nhosts;
+	e.per_rank = calloc(e.nranks, sizeof(*e.per_rank));
+	if (!e.per_rank)
+		return nomem(err);
+	if (o->user_env)
+		for (size_t i = 0; i < o->user_env->nr; i++)
+			if ((rc = mr_launch_env_add(&e.common, o->user_env->v[i], "--env", err)) < 0)
+				goto out_release;
+	if ((rc = build_backend(hf, o, &e, err)) < 0)
+		goto out_release;
+	if (o->backend == MR_BACKEND_MPI) {
+		if (o->job_token && mr_strvec_setenv(&e.common, "MESHRUN_JOB_TOKEN", o->job_token) < 0)
+			goto out_nomem;
+	} else {
+		for (size_t r = 0; r < e.nranks; r++) {
+			if (mr_strvec_pushf(&e.per_rank[r], "MLX_RANK=%zu", r) < 0 ||
+			    (o->job_token &&
+			     mr_strvec_setenv(&e.per_rank[r], "MESHRUN_JOB_TOKEN", o->job_token) < 0))
+				goto out_nomem;
+		}
+	}
+	*out = e;
+	return 0;
+
+out_nomem:
+	rc = nomem(err);
+out_release:
+	mr_launch_env_release(&e);
+	return rc;
+}
+
+void mr_launch_env_release(struct mr_launch_env *e)
+{
+	mr_strvec_release(&e->common);
+	if (e->per_rank)
+		for (size_t r = 0; r < e->nranks; r++)
+			mr_strvec_release(&e->per_rank[r]);
+	MR_FREE(e->per_rank);
+	for (size_t i = 0; i < e->nfiles; i++) {
+		MR_FREE(e->files[i].var);
+		MR_FREE(e->files[i].name);
+		MR_FREE(e->files[i].content);
+	}
+	e->nfiles = 0;
+	e->nranks = 0;
+}
+
+int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const char *dir,
+			   struct mr_strvec *out)
+{
+	if (rank >= e->nranks || (e->nfiles && !dir)) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (size_t i = 0; i < e->common.nr; i++)
+		if (mr_strvec_push(out, e->common.v[i]) < 0)
+			return -1;
+	for (size_t i = 0; i < e->nfiles; i++)
+		if (mr_strvec_pushf(out, "%s=%s/%s", e->files[i].var, dir, e->files[i].name) < 0)
+			return -1;
+	for (size_t i = 0; i < e->per_rank[rank].nr; i++)
+		if (mr_strvec_push(out, e->per_rank[rank].v[i]) < 0)
+			return -1;
+	return 0;
+}
+
+int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out)
+{
+	for (size_t i = 0; i < hf->nhosts; i++) {
+		size_t n = 0;
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(hf->hosts[j].ssh, hf->hosts[i].ssh);
+		if (seen)
+			continue;
+		for (size_t j = i; j < hf->nhosts; j++)
+			n += !strcmp(hf->hosts[j].ssh, hf->hosts[i].ssh);
+		if (mr_buf_printf(out, "%s slots=%zu\n", hf->hosts[i].ssh, n) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err)
+{
+	struct mr_buf w = MR_BUF_INIT;
+	bool in_word = false;
+	char quote = 0;
+	int rc = 0;
+
+	for (const char *p = s;; p++) {
+		char c = *p;
+
+		if (quote == '\'') {
+			if (!c)
+				goto unclosed;
+			if (c == '\'')
+				quote = 0;
+			else if (mr_buf_putc(&w, c) < 0)
+				goto nomem;
+			continue;
+		}
+		if (quote == '"') {
+			if (!c)
+				goto unclosed;
+			if (c == '"') {
+				quote = 0;
+			} else if (c == '\\' && p[1] && strchr("\\\"$`\n", p[1])) {
+				if (mr_buf_putc(&w, *++p) < 0)
+					goto nomem;
+			} else if (mr_buf_putc(&w, c) < 0) {
+				goto nomem;
+			}
+			continue;
+		}
+		if (!c || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+			if (in_word) {
+				if (mr_strvec_push(out, mr_buf_cstr(&w)) < 0)
+					goto nomem;
+				mr_buf_reset(&w);
+				in_word = false;
+			}
+			if (!c)
+				break;
+			continue;
+		}
+		in_word = true;
+		if (c == '\'' || c == '"') {
+			quote = c;
+		} else if (c == '\\') {
+			if (!p[1]) {
+				rc = mr_err_set(err, MESHRUN_E_USAGE, "'%s': no character after the last backslash", s);
+				goto out;
+			}
+			if (mr_buf_putc(&w, *++p) < 0)
+				goto nomem;
+		} else if (mr_buf_putc(&w, c) < 0) {
+			goto nomem;
+		}
+	}
+	goto out;
+unclosed:
+	rc = mr_err_set(err, MESHRUN_E_USAGE, "'%s': no closing quotation", s);
+	goto out;
+nomem:
+	rc = nomem(err);
+out:
+	mr_buf_release(&w);
+	return rc;
+}
+
+int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
+		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
+		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err)
+{
+	int rc;
+
+	if (mr_strvec_push(out, mpirun) < 0 ||
+	    (raw_output && (mr_strvec_push(out, "--output") < 0 || mr_strvec_push(out, ":raw") < 0)) ||
+	    mr_strvec_push(out, "--hostfile") < 0 ||
+	    mr_strvec_push(out, hostfile_path) < 0)
+		return nomem(err);
+	if (cwd && (mr_strvec_push(out, "-cwd") < 0 || mr_strvec_push(out, cwd) < 0))
+		return nomem(err);
+	for (size_t i = 0; env && i < env->nr; i++)
+		if (mr_strvec_push(out, "-x") < 0 || mr_strvec_push(out, env->v[i]) < 0)
+			return nomem(err);
+	for (size_t i = 0; mpi_args && i < mpi_args->nr; i++) {
+		if ((rc = mr_launch_shlex_split(mpi_args->v[i], out, err)) < 0) {
+			mr_err_prefix(err, "--mpi-arg");
+			return rc;
+		}
+	}
+	if (mr_strvec_push(out, "--") < 0 || mr_strvec_pushv(out, cmd) < 0)
+		return nomem(err);
+	return 0;
+}

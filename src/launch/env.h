@@ -1,0 +1,131 @@
+/*
+ * env.h - the per-backend environment of a job, exactly as mlx.launch sets it.
+ * Pure: no I/O, no processes; unit-tested in tests/unit/test_launch_env.c.
+ *
+ * Every rank gets the user's variables (the hostfile's "envs", then --env, a
+ * later name replacing an earlier one), then the backend's:
+ *
+ *   all but mpi  MLX_RANK=<rank>, MESHRUN_JOB_TOKEN=<token> (libmeshrun's hello)
+ *   ring         MLX_HOSTFILE=<file>: json.dumps of one list per rank of "ip:port",
+ *                ports from --starting-port, +1 per IP and per connection
+ *                (--connections-per-ip), in rank order; "" for a single rank.
+ *                MLX_RING_VERBOSE=1 with --verbose.
+ *   jaccl        MLX_JACCL_COORDINATOR=<rank 0's first ip>:<starting port>,
+ *   jaccl-ring   MLX_DISTRIBUTED_BACKEND=jaccl|jaccl-ring, MLX_JACCL_RING=1 (jaccl-ring),
+ *                MLX_IBV_DEVICES=<file>: json.dumps of the hostfile's rdma matrix,
+ *                after mr_hostfile_check_rdma() (mesh for jaccl, ring for jaccl-ring).
+ *   nccl         NCCL_DEBUG=INFO (--verbose), NCCL_HOST_IP=<rank 0's first ip>,
+ *                NCCL_PORT=<--nccl-port>, MLX_WORLD_SIZE=<ranks>,
+ *                CUDA_VISIBLE_DEVICES=<rank % repeat>.
+ *   mpi          no per-rank variables: mpirun numbers the ranks; the variables go
+ *                to mpirun as "-x K=V" (mr_launch_mpi_argv).
+ *
+ * A file is written once per host (the launcher decides where); its content is
+ * MLX's `echo CONTENT > file`, i.e. the JSON text plus "\n".
+ *
+ * Ownership: struct mr_launch_env owns everything in it; release with
+ * mr_launch_env_release(). Inputs are only read.
+ */
+#ifndef MR_LAUNCH_ENV_H
+#define MR_LAUNCH_ENV_H
+
+#include "common/compat.h"
+#include "common/buf.h"
+#include "common/strvec.h"
+#include "hostfile/hostfile.h"
+#include "meshrun/err.h"
+
+enum mr_backend {
+	MR_BACKEND_RING = 0,
+	MR_BACKEND_JACCL,
+	MR_BACKEND_JACCL_RING,
+	MR_BACKEND_NCCL,
+	MR_BACKEND_MPI,
+};
+
+/* "ring" -> MR_BACKEND_RING ...; -1 for an unknown name. */
+int mr_backend_parse(const char *name);
+const char *mr_backend_name(enum mr_backend b);
+
+struct mr_launch_env_opts {
+	enum mr_backend backend;
+	int starting_port;      /* --starting-port (32323) */
+	int connections_per_ip; /* --connections-per-ip (1) */
+	int nccl_port;          /* --nccl-port (12345) */
+	int repeat;             /* -n (1): CUDA_VISIBLE_DEVICES = rank % repeat */
+	bool verbose;
+	const char *job_token;  /* MESHRUN_JOB_TOKEN; NULL: not set */
+	const struct mr_strvec *user_env; /* "K=V" from --env (after the hostfile's envs) */
+};
+
+#define MR_LAUNCH_MAX_FILES 2
+
+struct mr_launch_file {
+	char *var;     /* "MLX_HOSTFILE" */
+	char *name;    /* file name inside the job's directory on each host: "hostfile.json" */
+	char *content; /* bytes to write (NUL-terminated text) */
+};
+
+struct mr_launch_env {
+	size_t nranks;
+	struct mr_strvec common;     /* "K=V" for every rank */
+	struct mr_strvec *per_rank;  /* nranks vectors: MLX_RANK, CUDA_VISIBLE_DEVICES */
+	struct mr_launch_file files[MR_LAUNCH_MAX_FILES];
+	size_t nfiles;
+};
+
+/*
+ * Check one "K=V" (or "K", meaning K=) and append/replace it in env. where names
+ * the source in the error: "--env", "hosts.json: envs[2]".
+ */
+int mr_launch_env_add(struct mr_strvec *env, const char *kv, const char *where,
+		      struct meshrun_err *err);
+
+/*
+ * Build the environment for every rank of hf (one rank per host entry: -n has
+ * already been applied to a --hosts list). Errors (MESHRUN_E_USAGE) name the
+ * host and the field: "ring backend needs IP addresses: host 'm1' (hosts[0])
+ * has no 'ips'", "malformed hostfile: host 1 ('m2'): rdma[1]: ...".
+ */
+int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
+			struct mr_launch_env *out, struct meshrun_err *err);
+void mr_launch_env_release(struct mr_launch_env *e);
+
+/*
+ * The complete variable list of one rank: common, then VAR=<dir>/<name> for each
+ * file (dir is the job's directory on that rank's host; NULL when nfiles == 0),
+ * then the rank's own. out is appended to.
+ */
+int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const char *dir,
+			   struct mr_strvec *out);
+
+/* The ring hostfile text (json.dumps form, no newline); exposed for tests. */
+int mr_launch_ring_json(const struct mr_hostfile *hf, int starting_port, int conns,
+			struct mr_buf *out, struct meshrun_err *err);
+/* The rdma matrix text (json.dumps form, no newline). */
+int mr_launch_rdma_json(const struct mr_hostfile *hf, struct mr_buf *out,
+			struct meshrun_err *err);
+
+/*
+ * mpirun's hostfile: one "<ssh> slots=<count>" line per distinct host, in order
+ * of first appearance (Python's Counter order).
+ */
+int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out);
+
+/*
+ * Split s into words as Python's shlex.split does (POSIX mode: quotes, backslash
+ * escapes, no expansion); appended to out. An unclosed quote or a trailing
+ * backslash is MESHRUN_E_USAGE naming s.
+ */
+int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err);
+
+/*
+ * mlx.launch's mpirun command line:
+ *   mpirun --output :raw --hostfile HF [-cwd CWD] (-x K=V)... <mpi args split> -- cmd...
+ * raw_output false leaves out "--output :raw", which Open MPI before 5 rejects.
+ */
+int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
+		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
+		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err);
+
+#endif

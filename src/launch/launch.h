@@ -1,0 +1,95 @@
+/*
+ * launch.h - meshrun, the launcher: options, the job plan, and the run.
+ *
+ *   main() -> mr_launch_parse(argc, argv, &o, &err)   the option table (opts.c)
+ *          -> mr_launch_plan(&o, &plan, &err)          hosts, backend, env, command (opts.c)
+ *          -> mr_launch_run(&o, &plan)                 checks, files, spawn, supervise (run.c)
+ *          -> exit code (below)
+ *
+ * Exit codes (the contract in --help and docs/):
+ *   0    every rank exited 0
+ *   N    the status of the first rank that failed; 128+S when it was killed by signal S
+ *   124  --timeout expired (every rank stopped)
+ *   128+S meshrun itself got SIGINT/SIGTERM/SIGHUP (every rank stopped)
+ *   255  the launcher failed: a host unreachable, a check before launch failed,
+ *        a rank's connection lost without an exit status
+ *   2    usage: bad flags, bad hostfile, bad --env
+ *
+ * Ownership: struct mr_launch_opts points into argv and owns its vectors
+ * (mr_launch_opts_release). struct mr_launch_plan owns everything in it
+ * (mr_launch_plan_release).
+ */
+#ifndef MR_LAUNCH_H
+#define MR_LAUNCH_H
+
+#include "common/compat.h"
+#include "common/strvec.h"
+#include "hostfile/hostfile.h"
+#include "launch/env.h"
+#include "launch/extern.h"
+#include "meshrun/err.h"
+
+enum { MR_LAUNCH_EXIT_USAGE = 2, MR_LAUNCH_EXIT_TIMEOUT = 124, MR_LAUNCH_EXIT_FAIL = 255 };
+
+enum mr_stdin_mode { MR_STDIN_ALL = 0, MR_STDIN_RANK0, MR_STDIN_NONE };
+
+struct mr_launch_opts {
+	const char *hosts;          /* --hosts (default 127.0.0.1) */
+	const char *hostfile;       /* --hostfile */
+	int repeat;                 /* -n/--repeat-hosts (1) */
+	const char *backend;        /* --backend, NULL: the hostfile's, else nccl/ring */
+	struct mr_strvec envs;      /* --env K=V */
+	const char *cwd;            /* --cwd */
+	const char *python;         /* --python */
+	bool print_python;          /* --print-python */
+	int starting_port;          /* --starting-port/-p (32323) */
+	int connections_per_ip;     /* --connections-per-ip (1) */
+	int nccl_port;              /* --nccl-port (12345) */
+	struct mr_strvec mpi_args;  /* --mpi-arg */
+	bool verbose;               /* --verbose */
+	bool verify_script;         /* unset by --no-verify-script */
+	bool tag_output;            /* --tag-output */
+	const char *stdin_mode;     /* --stdin all|0|none */
+	int64_t timeout_ms;         /* --timeout (0: none) */
+	const char *ssh_config;     /* --ssh-config */
+	const char *launcher;       /* --launcher auto|meshrun|srun|mpirun (NULL: auto) */
+	const char *shared_dir;     /* --shared-dir: job files under srun/mpirun (extern.h) */
+	struct mr_strvec command;   /* what follows the options or "--" */
+};
+
+struct mr_launch_plan {
+	struct mr_hostfile *hf;      /* one host entry per rank (-n applied) */
+	enum mr_backend backend;
+	enum mr_stdin_mode stdin_mode;
+	struct mr_strvec envs;       /* hostfile envs then --env, checked */
+	struct mr_strvec argv;       /* the command as it will run */
+	char token[33];              /* MESHRUN_JOB_TOKEN */
+	struct mr_launch_env env;
+	bool all_local;              /* every host is 127.0.0.1/localhost/::1 */
+	enum mr_launcher launcher;   /* who starts the ranks (extern.h) */
+};
+
+void mr_launch_opts_init(struct mr_launch_opts *o);
+void mr_launch_opts_release(struct mr_launch_opts *o);
+/* MR_OPT_OK, MR_OPT_HELP, MR_OPT_VERSION or MESHRUN_E_USAGE. */
+int mr_launch_parse(int argc, char **argv, struct mr_launch_opts *o, struct meshrun_err *err);
+void mr_launch_usage(FILE *f);
+/* The option table and --help text as documentation (common/optdoc.h). */
+struct mr_optdoc_cmd;
+const struct mr_optdoc_cmd *mr_launch_doc_cmd(void);
+/* The Python a ".py" command runs with: --python, else python3 on PATH. */
+const char *mr_launch_python(const struct mr_launch_opts *o, char *buf, size_t n);
+
+/* Resolve hosts, backend, environment and command. Errors are MESHRUN_E_USAGE. */
+int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
+		   struct meshrun_err *err);
+void mr_launch_plan_release(struct mr_launch_plan *plan);
+
+/* True for the names the local backend serves: mr_hal_host_is_local (127.0.0.1,
+ * localhost, ::1, our hostname). */
+bool mr_launch_host_is_local(const char *host);
+
+/* Run the job to its end; returns the exit code above. Prints its own errors. */
+int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan);
+
+#endif

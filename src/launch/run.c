@@ -1,0 +1,399 @@
+/*
+ * run.c - one job from plan to exit code: pick the hal, check every host in
+ * parallel (reachable; command and cwd exist; one error listing every failing
+ * host), write the job's files on every host (one temporary directory per host,
+ * removed at the end), start the ranks under the supervisor, clean up.
+ */
+#include "common/compat.h"
+#include "launch/launch.h"
+#include "launch/supervise.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fdio.h"
+#include "common/log.h"
+#include "common/shquote.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * Runs on every host as: sh -c SCRIPT meshrun-setup EXE CWD DEFCWD [NAME CONTENT]...
+ * Checks EXE (when not empty) and CWD (when not empty), makes the job directory
+ * when there are files, and prints two lines: the directory (or "-") and whether
+ * DEFCWD (our own cwd) exists there.
+ */
+static const char setup_script[] =
+	"exe=$1; cwd=$2; defcwd=$3; shift 3; bad=0\n"
+	"if [ -n \"$exe\" ] && ! command -v \"$exe\" >/dev/null 2>&1; then\n"
+	"  echo \"command '$exe' not found\" >&2; bad=1; fi\n"
+	"if [ -n \"$cwd\" ] && ! [ -d \"$cwd\" ]; then\n"
+	"  echo \"working directory '$cwd' does not exist\" >&2; bad=1; fi\n"
+	"[ $bad = 0 ] || exit 3\n"
+	"d=-\n"
+	"if [ $# -gt 0 ]; then\n"
+	"  d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4\n"
+	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" || exit 4; shift 2; done\n"
+	"fi\n"
+	"printf '%s\\n' \"$d\"\n"
+	"if [ -n \"$defcwd\" ] && [ -d \"$defcwd\" ]; then echo 1; else echo 0; fi\n";
+
+struct job_host {
+	const char *name;
+	char *dir;   /* job directory there, or NULL */
+	bool cwd_ok; /* our cwd exists there */
+};
+
+struct job {
+	const struct mr_launch_opts *o;
+	struct mr_launch_plan *plan;
+	struct mr_hal *hal;
+	struct job_host *hosts;
+	size_t nhosts;
+	size_t *host_of; /* rank -> index in hosts */
+	char cwd[PATH_MAX];
+};
+
+static int distinct_hosts(struct job *j)
+{
+	const struct mr_hostfile *hf = j->plan->hf;
+
+	j->hosts = calloc(hf->nhosts, sizeof(*j->hosts));
+	j->host_of = calloc(hf->nhosts, sizeof(*j->host_of));
+	if (!j->hosts || !j->host_of)
+		return -1;
+	for (size_t r = 0; r < hf->nhosts; r++) {
+		size_t k;
+
+		for (k = 0; k < j->nhosts; k++)
+			if (!strcmp(j->hosts[k].name, hf->hosts[r].ssh))
+				break;
+		if (k == j->nhosts)
+			j->hosts[j->nhosts++].name = hf->hosts[r].ssh;
+		j->host_of[r] = k;
+	}
+	return 0;
+}
+
+static int new_hal(struct job *j, struct meshrun_err *err)
+{
+	struct mr_hal_opts ho = { 0 };
+
+	ho.ssh_config = j->o->ssh_config;
+	ho.batch = true;
+	if (j->plan->all_local)
+		return mr_hal_new_local(&j->hal, &ho, err);
+	/* local hosts by fork/exec, the others over ssh, one poll loop over both */
+	return mr_hal_new_auto(&j->hal, &ho, err);
+}
+
+/* Reachability, then the setup command on every host; one error lists them all. */
+static int prepare_hosts(struct job *j, struct meshrun_err *err)
+{
+	const struct mr_launch_env *env = &j->plan->env;
+	struct meshrun_err *errs = calloc(j->nhosts, sizeof(*errs));
+	const char **names = calloc(j->nhosts, sizeof(*names));
+	struct mr_hal_cmd *cmds = calloc(j->nhosts, sizeof(*cmds));
+	struct mr_strvec argv = MR_STRVEC_INIT;
+	struct mr_buf report = MR_BUF_INIT;
+	size_t nbad = 0;
+	int rc = 0;
+
+	if (!errs || !names || !cmds) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < j->nhosts; k++)
+		names[k] = j->hosts[k].name;
+	if (mr_hal_connect(j->hal, names, j->nhosts, errs) > 0) {
+		for (size_t k = 0; k < j->nhosts; k++)
+			if (errs[k].code)
+				mr_buf_printf(&report, "\n  %s: %s", names[k], errs[k].msg), nbad++;
+		rc = mr_err_set(err, MESHRUN_E_CONNECT, "cannot reach %zu of %zu host%s:%s", nbad,
+				j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
+		goto out;
+	}
+
+	if (mr_strvec_push(&argv, "sh") < 0 || mr_strvec_push(&argv, "-c") < 0 ||
+	    mr_strvec_push(&argv, setup_script) < 0 || mr_strvec_push(&argv, "meshrun-setup") < 0 ||
+	    mr_strvec_push(&argv, j->o->verify_script ? j->plan->argv.v[0] : "") < 0 ||
+	    mr_strvec_push(&argv, j->o->verify_script && j->o->cwd ? j->o->cwd : "") < 0 ||
+	    mr_strvec_push(&argv, j->o->cwd ? "" : j->cwd) < 0) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < env->nfiles; i++)
+		if (mr_strvec_push(&argv, env->files[i].name) < 0 ||
+		    mr_strvec_push(&argv, env->files[i].content) < 0) {
+			rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+			goto out;
+		}
+	for (size_t k = 0; k < j->nhosts; k++) {
+		cmds[k].host = names[k];
+		cmds[k].argv = argv.v;
+	}
+	if ((rc = mr_hal_run(j->hal, cmds, j->nhosts, err)) < 0)
+		goto out;
+	for (size_t k = 0; k < j->nhosts; k++) {
+		struct mr_hal_cmd *c = &cmds[k];
+		char why[512];
+
+		if (mr_hal_cmd_ok(c)) {
+			const char *out = mr_buf_cstr(&c->out);
+			const char *nl = strchr(out, '\n');
+
+			if (nl && strncmp(out, "-\n", 2)) {
+				j->hosts[k].dir = strndup(out, (size_t)(nl - out));
+				if (!j->hosts[k].dir) {
+					rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+					goto out;
+				}
+			}
+			j->hosts[k].cwd_ok = nl && nl[1] == '1';
+			if (nl && (env->nfiles == 0 || j->hosts[k].dir))
+				continue;
+			snprintf(why, sizeof(why), "setup printed no job directory");
+		} else if (c->hal_rc == 0 && c->status == 3 && c->errout.len) {
+			snprintf(why, sizeof(why), "%.*s", (int)c->errout.len - 1, c->errout.p);
+			for (char *p = why; *p; p++)
+				if (*p == '\n')
+					*p = ';';
+		} else {
+			char d[256];
+
+			snprintf(why, sizeof(why), "setup failed: %s%s%.200s",
+				 mr_hal_cmd_describe(c, d, sizeof(d)), c->errout.len ? ": " : "",
+				 mr_buf_cstr(&c->errout));
+		}
+		mr_buf_printf(&report, "\n  %s: %s", names[k], why);
+		nbad++;
+	}
+	if (nbad)
+		rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "checks before launch failed on %zu of %zu host%s:%s",
+				nbad, j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
+out:
+	for (size_t k = 0; cmds && k < j->nhosts; k++)
+		mr_hal_cmd_release(&cmds[k]);
+	free(cmds);
+	free(names);
+	free(errs);
+	mr_strvec_release(&argv);
+	mr_buf_release(&report);
+	return rc;
+}
+
+/* command -v for an argv[0]: a path with '/' that is executable, or a name on PATH. */
+static bool local_has_command(const char *cmd)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(cmd, '/'))
+		return !access(cmd, X_OK);
+	while (path && *path) {
+		const char *e = strchr(path, ':');
+		size_t len = e ? (size_t)(e - path) : strlen(path);
+		char cand[PATH_MAX];
+
+		snprintf(cand, sizeof(cand), "%.*s/%s", (int)len, len ? path : ".", cmd);
+		if (!access(cand, X_OK))
+			return true;
+		path = e ? e + 1 : NULL;
+	}
+	return false;
+}
+
+/*
+ * The same checks and files as setup_script, done in this process when every
+ * rank is local: three fork/execs fewer per job (sh, mktemp, rm).
+ */
+static int prepare_local(struct job *j, struct meshrun_err *err)
+{
+	const struct mr_launch_env *env = &j->plan->env;
+	struct job_host *h = &j->hosts[0];
+	const char *tmp = getenv("TMPDIR");
+	struct stat st;
+	char dir[PATH_MAX];
+
+	if (j->o->verify_script && !local_has_command(j->plan->argv.v[0]))
+		return mr_err_set(err, MESHRUN_E_NOTFOUND,
+				  "checks before launch failed on 1 of 1 host:\n  %s: command '%s' not found",
+				  h->name, j->plan->argv.v[0]);
+	if (j->o->verify_script && j->o->cwd && (stat(j->o->cwd, &st) < 0 || !S_ISDIR(st.st_mode)))
+		return mr_err_set(err, MESHRUN_E_NOTFOUND,
+				  "checks before launch failed on 1 of 1 host:\n  %s: working directory '%s' does not exist",
+				  h->name, j->o->cwd);
+	h->cwd_ok = !j->o->cwd && j->cwd[0] && !stat(j->cwd, &st) && S_ISDIR(st.st_mode);
+	for (size_t k = 1; k < j->nhosts; k++) /* "localhost" and "127.0.0.1": one machine */
+		j->hosts[k].cwd_ok = h->cwd_ok;
+	if (!env->nfiles)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/meshrun.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		return mr_err_sys(err, "create job directory '%s'", dir);
+	if (!(h->dir = strdup(dir)))
+		return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < env->nfiles; i++) {
+		char path[PATH_MAX];
+		int fd;
+
+		if (snprintf(path, sizeof(path), "%s/%s", h->dir, env->files[i].name) >= (int)sizeof(path))
+			return mr_err_set(err, MESHRUN_E_INVAL, "path too long: '%s'", h->dir);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return mr_err_sys(err, "create '%s'", path);
+		if (mr_write_full(fd, env->files[i].content, strlen(env->files[i].content)) < 0) {
+			mr_close(&fd);
+			return mr_err_sys(err, "write '%s'", path);
+		}
+		mr_close(&fd);
+	}
+	for (size_t k = 1; k < j->nhosts; k++)
+		if (!(j->hosts[k].dir = strdup(dir)))
+			return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	return 0;
+}
+
+static void cleanup_local(struct job *j)
+{
+	const struct mr_launch_env *env = &j->plan->env;
+	const char *dir = j->hosts[0].dir;
+
+	if (!dir)
+		return;
+	for (size_t i = 0; i < env->nfiles; i++) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", dir, env->files[i].name);
+		(void)unlink(path);
+	}
+	if (rmdir(dir) < 0)
+		mr_warn("could not remove '%s': %s", dir, strerror(errno));
+}
+
+/* Remove every job directory (best effort; a failure is a warning). */
+static void cleanup_hosts(struct job *j)
+{
+	struct mr_hal_cmd *cmds = calloc(j->nhosts, sizeof(*cmds));
+	char **argvs = calloc(j->nhosts * 5, sizeof(*argvs));
+	size_t n = 0;
+
+	if (!cmds || !argvs)
+		goto out;
+	for (size_t k = 0; k < j->nhosts; k++) {
+		char **a = &argvs[n * 5];
+
+		if (!j->hosts[k].dir)
+			continue;
+		a[0] = "rm";
+		a[1] = "-rf";
+		a[2] = "--";
+		a[3] = j->hosts[k].dir;
+		a[4] = NULL;
+		cmds[n].host = j->hosts[k].name;
+		cmds[n].argv = a;
+		n++;
+	}
+	if (n && mr_hal_run(j->hal, cmds, n, NULL) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (!mr_hal_cmd_ok(&cmds[i]))
+				mr_warn("could not remove '%s' on '%s'", cmds[i].argv[3], cmds[i].host);
+	for (size_t i = 0; i < n; i++)
+		mr_hal_cmd_release(&cmds[i]);
+out:
+	free(cmds);
+	free(argvs);
+}
+
+static int start_ranks(struct job *j, struct mr_sup *sup, struct meshrun_err *err)
+{
+	const struct mr_hostfile *hf = j->plan->hf;
+
+	for (size_t r = 0; r < hf->nhosts; r++) {
+		struct job_host *h = &j->hosts[j->host_of[r]];
+		struct mr_strvec env = MR_STRVEC_INIT;
+		struct mr_spawn sp = { 0 };
+		int rc;
+
+		if (mr_launch_env_for_rank(&j->plan->env, r, h->dir, &env) < 0) {
+			mr_strvec_release(&env);
+			return mr_err_errno(err, errno, MESHRUN_E_SYS, "environment of rank %zu on '%s'",
+					    r, h->name);
+		}
+		sp.host = h->name;
+		sp.argv = j->plan->argv.v;
+		sp.env = env.v;
+		sp.cwd = j->o->cwd ? j->o->cwd : h->cwd_ok ? j->cwd : NULL;
+		rc = mr_sup_start(sup, r, &sp, err);
+		mr_strvec_release(&env);
+		if (rc < 0) {
+			mr_err_prefix(err, "start rank %zu on '%s'", r, h->name);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void log_plan(const struct job *j)
+{
+	struct mr_buf b = MR_BUF_INIT;
+
+	mr_shquote_argv(&b, j->plan->argv.v);
+	mr_info("running %zu rank%s on %zu host%s (%s backend, %s hal): %s", j->plan->hf->nhosts,
+		j->plan->hf->nhosts == 1 ? "" : "s", j->nhosts, j->nhosts == 1 ? "" : "s",
+		mr_backend_name(j->plan->backend), mr_hal_name(j->hal), mr_buf_cstr(&b));
+	mr_buf_release(&b);
+}
+
+int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct job j = { 0 };
+	struct mr_sup sup;
+	bool sup_ok = false;
+	int code = MR_LAUNCH_EXIT_FAIL;
+
+	j.o = o;
+	j.plan = plan;
+	if (!getcwd(j.cwd, sizeof(j.cwd)))
+		j.cwd[0] = '\0';
+	if (plan->launcher != MR_LAUNCHER_MESHRUN)
+		return mr_launch_run_extern(o, plan); /* srun or mpirun starts the ranks */
+	if (distinct_hosts(&j) < 0) {
+		mr_error("out of memory");
+		goto out;
+	}
+	if (new_hal(&j, &err) < 0 ||
+	    (plan->all_local ? prepare_local(&j, &err) : prepare_hosts(&j, &err)) < 0) {
+		mr_error("%s", err.msg);
+		goto out;
+	}
+	if (o->verbose)
+		log_plan(&j);
+	if (mr_sup_init(&sup, j.hal, plan->hf->nhosts, o->tag_output, plan->stdin_mode,
+			o->timeout_ms, &err) < 0) {
+		mr_error("%s", err.msg);
+		goto out;
+	}
+	sup_ok = true;
+	sup.verbose = o->verbose;
+	if (start_ranks(&j, &sup, &err) < 0) {
+		mr_error("%s", err.msg);
+		mr_sup_abort(&sup);
+	}
+	code = mr_sup_wait(&sup);
+out:
+	if (sup_ok)
+		mr_sup_release(&sup);
+	if (j.hal && j.hosts && plan->all_local)
+		cleanup_local(&j);
+	else if (j.hal && j.hosts)
+		cleanup_hosts(&j);
+	if (j.hal)
+		mr_hal_free(j.hal);
+	for (size_t k = 0; k < j.nhosts; k++)
+		free(j.hosts[k].dir);
+	free(j.hosts);
+	free(j.host_of);
+	return code;
+}

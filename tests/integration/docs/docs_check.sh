@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# docs_check.sh MODE SOURCE_DIR BUILD_DIR
+#   reference   docs/reference/TOOL.md equals what the build generated
+#   man         each man page renders without a warning (groff -ww, man -l),
+#               and `cmake --install` puts pages and completions in place
+#   flags       every flag of every --help (meshsim: of every subcommand) is in
+#               docs/reference/TOOL.md, and meshrun's/meshconfig's in docs/migration.md
+#   completion  the generated bash completion offers flags and choices
+#   laptop      the blocks of docs/guide-laptop.md marked "# test: laptop" run
+#               as written (and "# test: laptop-root" ones when root)
+set -u
+mode=$1 src=$2 build=$3
+tools="meshrun meshconfig meshsim"
+gen=$build/docs
+fail() { echo "FAIL: $*"; exit 1; }
+
+need_generated() {
+	for t in $tools; do
+		[ -f "$gen/reference/$t.md" ] && [ -f "$gen/man/$t.1" ] && [ -f "$gen/completion/$t" ] ||
+			fail "$gen: the generated docs of $t are missing (build the target $t-docs)"
+	done
+}
+
+case $mode in
+reference)
+	need_generated
+	for t in $tools; do
+		if ! diff -u "$src/docs/reference/$t.md" "$gen/reference/$t.md"; then
+			fail "docs/reference/$t.md is out of date: run 'cmake --build $build --target update-docs' and commit it"
+		fi
+		echo "ok: docs/reference/$t.md is current"
+	done
+	;;
+man)
+	need_generated
+	command -v groff >/dev/null || { echo "skip: groff is not installed (scripts/deps.sh installs man-db)"; exit 77; }
+	command -v man >/dev/null || { echo "skip: man is not installed (scripts/deps.sh installs man-db)"; exit 77; }
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	for t in $tools; do
+		page=$gen/man/$t.1
+		groff -man -Tutf8 -ww -z "$page" 2>"$tmp/groff" || fail "$t.1: groff failed"
+		[ -s "$tmp/groff" ] && { cat "$tmp/groff"; fail "$t.1: groff warnings"; }
+		LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$page" >"$tmp/out" 2>"$tmp/warn" ||
+			fail "$t.1: man -l failed: $(cat "$tmp/warn")"
+		[ -s "$tmp/warn" ] && { cat "$tmp/warn"; fail "$t.1: man -l warnings"; }
+		for sec in NAME SYNOPSIS DESCRIPTION "EXIT STATUS"; do
+			grep -q "^$sec" "$tmp/out" || fail "$t.1: no $sec section"
+		done
+		# every long option of the table is on the page
+		for f in $("$build/bin/$t" --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z][a-z0-9-]*' | grep -oE -- '--[a-z0-9-]+'); do
+			grep -q -- "$f" "$tmp/out" || fail "$t.1: $f is not on the page"
+		done
+		echo "ok: $t.1 renders without warnings"
+	done
+	cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
+		{ cat "$tmp/install.log"; fail "cmake --install failed"; }
+	for t in $tools; do
+		[ -f "$tmp/prefix/share/man/man1/$t.1" ] || fail "cmake --install: no share/man/man1/$t.1"
+		[ -f "$tmp/prefix/share/bash-completion/completions/$t" ] ||
+			fail "cmake --install: no share/bash-completion/completions/$t"
+		MANPATH=$tmp/prefix/share/man MANWIDTH=80 man "$t" 2>&1 | grep -q "^NAME" ||
+			fail "'man $t' does not find the installed page"
+	done
+	echo "ok: 'man meshrun|meshconfig|meshsim' work after cmake --install"
+	;;
+flags)
+	migration=$src/docs/migration.md
+	[ -f "$migration" ] || fail "docs/migration.md is missing"
+	n=0
+	for t in $tools; do
+		ref=$src/docs/reference/$t.md
+		helps=$("$build/bin/$t" --help) || fail "$t --help failed"
+		if [ "$t" = meshsim ]; then
+			for sub in $("$build/bin/$t" --help | awk '/^  [a-z]+ /{print $1}'); do
+				helps+=$'\n'$("$build/bin/$t" "$sub" --help) || fail "$t $sub --help failed"
+			done
+		fi
+		flags=$(printf '%s\n' "$helps" | grep -oE '^ +(-[a-zA-Z], )?--[a-z][a-z0-9-]*|^ +-[a-zA-Z],' |
+			grep -oE -- '--[a-z0-9-]+|-[a-zA-Z]' | sort -u)
+		[ -n "$flags" ] || fail "$t --help lists no flags"
+		for f in $flags; do
+			# as `--flag` (a table entry), or for meshsim also inside the
+			# subcommands' --help blocks
+			grep -qE -- "\`$f([\` =]|\$)" "$ref" ||
+				{ [ "$t" = meshsim ] && grep -qE -- "(^|[ ,\[])$f([ ,=]|\$)" "$ref"; } ||
+				fail "$t: flag $f of --help is not in docs/reference/$t.md"
+			if [ "$t" != meshsim ]; then
+				grep -qE -- "\`$f([\` =]|\$)" "$migration" || fail "$t: flag $f of --help is not in docs/migration.md"
+			fi
+			n=$((n + 1))
+		done
+		echo "ok: $t: every --help flag is documented"
+	done
+	echo "$n flags checked"
+	;;
+completion)
+	need_generated
+	out=$(bash -c '
+		set -e
+		for f in "$1"/completion/*; do source "$f"; done
+		complete -p meshrun meshconfig meshsim >/dev/null
+		comp() { local fn=$1; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); $fn; echo "${COMPREPLY[*]}"; }
+		echo "A $(comp _meshrun meshrun --back)"
+		echo "B $(comp _meshrun meshrun --backend j)"
+		echo "C $(comp _meshconfig meshconfig --ov)"
+		echo "D $(comp _meshconfig meshconfig --over "")"
+		echo "E $(comp _meshsim meshsim f)"
+		echo "F $(comp _meshsim meshsim gen --o)"
+	' _ "$gen") || fail "sourcing the completions failed"
+	echo "$out"
+	grep -qx 'A --backend' <<<"$out" || fail "meshrun --back<TAB>"
+	grep -qx 'B jaccl jaccl-ring' <<<"$out" || fail "meshrun --backend j<TAB>"
+	grep -qx 'C --over' <<<"$out" || fail "meshconfig --ov<TAB>"
+	grep -qx 'D thunderbolt ethernet' <<<"$out" || fail "meshconfig --over <TAB>"
+	grep -qx 'E fault' <<<"$out" || fail "meshsim f<TAB>"
+	grep -qx 'F --output' <<<"$out" || fail "meshsim gen --o<TAB>"
+	echo "ok: completions"
+	;;
+laptop)
+	guide=$src/docs/guide-laptop.md
+	tmp=$(mktemp -d)
+	root=false
+	[ "$(id -u)" -eq 0 ] && root=true
+	cleanup() {
+		if $root && [ -d /run/meshsim/docs ] || ip netns list 2>/dev/null | grep -q '^docs-'; then
+			"$build/bin/meshsim" down docs >/dev/null 2>&1
+		fi
+		rm -rf "$tmp"
+	}
+	trap cleanup EXIT
+	# Each block: from a line "# test: laptop" or "# test: laptop-root" to the fence.
+	awk -v root="$root" '
+		/^```sh$/ { inblk = 1; first = 1; keep = 0; next }
+		/^```$/ && inblk { inblk = 0; next }
+		inblk && first { first = 0
+			if ($0 == "# test: laptop") keep = 1
+			else if ($0 == "# test: laptop-root") keep = (root == "true") ? 1 : 0
+			if (keep) print "echo \"+++ block at line " NR "\""
+			next }
+		inblk && keep { print }
+	' "$guide" >"$tmp/guide.sh"
+	nblocks=$(grep -c '^echo "+++ block' "$tmp/guide.sh")
+	[ "$nblocks" -gt 0 ] || fail "no '# test: laptop' blocks in $guide"
+	ln -s "$src/fixtures" "$tmp/fixtures"
+	(cd "$tmp" && PATH=$build/bin:$PATH bash -eu -o pipefail guide.sh) >"$tmp/log" 2>&1
+	rc=$?
+	cat "$tmp/log"
+	[ $rc -eq 0 ] || fail "a command of the laptop guide failed (exit $rc); the guide is wrong or a tool is"
+	if $root; then
+		ip netns list | grep -q '^docs-' && fail "namespaces docs-* left behind"
+		echo "ok: $nblocks blocks of the laptop guide ran as written (with the root part)"
+	else
+		echo "ok: $nblocks blocks ran; the meshsim part needs root"
+		echo "skip: the '# test: laptop-root' blocks need root (network namespaces)"
+		exit 77
+	fi
+	;;
+*)
+	fail "unknown mode '$mode'"
+	;;
+esac

@@ -1,0 +1,73 @@
+#!/bin/bash
+# libmeshrun's ring backend across meshsim namespaces (issue 5):
+#   e2e_ring.sh BIN_DIR [FIXTURE]
+# 4 ranks, one per virtual host, started in the hosts' namespaces (meshsim exec,
+# no launcher), over the Thunderbolt cable links that meshconfig set up; every op
+# and dtype of meshrun-allreduce-test up to 1 MiB; 1 and 2 connections per IP.
+. "$(dirname "$0")/lib.sh"
+FIX=${2:-fixtures/mesh4-m3ultra}
+case $FIX in /*) ;; *:*) ;; *) FIX=$SRC/$FIX ;; esac
+N=mse4
+
+up "$N" "$FIX"
+"$MESHCONFIG" --hosts "$HOSTS" --backend ring --auto-setup --ssh-config "$CFG" \
+	--output-hostfile "$TMP/hosts.json" >"$TMP/mc.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok "meshconfig --backend ring --auto-setup" || { fail "meshconfig: exit $rc"; show "$TMP/mc.out"; finish; }
+awk -F'"' '/"ssh":/ { h = $4 } /"ips":/ { getline; print h, $2 }' "$TMP/hosts.json" >"$TMP/ranks"
+n=$(wc -l <"$TMP/ranks")
+[ "$n" -eq 4 ] || { fail "4 ranks in the hostfile"; show "$TMP/hosts.json"; finish; }
+mapfile -t rhost < <(cut -d' ' -f1 "$TMP/ranks")
+mapfile -t rip < <(cut -d' ' -f2 "$TMP/ranks")
+ifof() { ip -n "$N-$1" -4 -o addr show | awk -v a="$2" '$4 ~ "^" a "/" { print $2; exit }'; }
+
+for conns in 1 2; do
+	# MLX's ring hostfile: per rank CONNS "ip:port" on its cable address
+	hf=$TMP/ring.c$conns.json
+	{
+		printf '['
+		for ((r = 0; r < n; r++)); do
+			[ $r -gt 0 ] && printf ', '
+			printf '['
+			for ((c = 0; c < conns; c++)); do
+				[ $c -gt 0 ] && printf ', '
+				printf '"%s:%d"' "${rip[$r]}" $((41000 + r * conns + c))
+			done
+			printf ']'
+		done
+		printf ']\n'
+	} >"$hf"
+	declare -A rx0=()
+	for ((r = 0; r < n; r++)); do
+		i=$(ifof "${rhost[$r]}" "${rip[$r]}")
+		rx0[$r]=$(counter "$N" "${rhost[$r]}" "$i" rx_bytes)
+	done
+	pids=()
+	# setsid: one session per rank, as on separate machines (with the kernel's
+	# autogroup scheduling, ranks sharing our session would share one CPU share)
+	for ((r = 0; r < n; r++)); do
+		setsid -w "$MESHSIM" exec --name "$N" "${rhost[$r]}" -- env MLX_RANK=$r MLX_HOSTFILE="$hf" \
+			MLX_RING_VERBOSE=1 MESHRUN_JOB_TOKEN=e2e-ring-$$ MESHRUN_TIMEOUT=60 \
+			"$ARTEST" --max-size 1M -q >"$TMP/r$r.c$conns.out" 2>&1 &
+		pids+=($!)
+	done
+	bad=0
+	for ((r = 0; r < n; r++)); do
+		wait "${pids[$r]}" || { bad=1; echo "  rank $r on ${rhost[$r]}: exit $?"; show "$TMP/r$r.c$conns.out"; }
+	done
+	[ $bad = 0 ] && ok "4 ranks in namespaces, $conns connection(s) per ip: every op and dtype up to 1 MiB" ||
+		fail "ring over the cables, $conns connection(s) per ip"
+	grep -q "connected: $conns data connection(s) each way" "$TMP/r0.c$conns.out" &&
+		ok "rank 0 reports $conns data connection(s) each way" ||
+		{ fail "rank 0's connection count"; show "$TMP/r0.c$conns.out"; }
+	for ((r = 0; r < n; r++)); do
+		i=$(ifof "${rhost[$r]}" "${rip[$r]}")
+		d=$(( $(counter "$N" "${rhost[$r]}" "$i" rx_bytes) - ${rx0[$r]} ))
+		[ $d -gt 4000000 ] && ok "rank $r: ${rhost[$r]}:$i (${rip[$r]}) received $d bytes" ||
+			fail "rank $r: ${rhost[$r]}:$i received only $d bytes: not over the cable"
+	done
+done
+
+check "no rank left, only sshd runs in the hosts" only_sshd_left "$N"
+down "$N"
+finish

@@ -1,0 +1,132 @@
+# shellcheck shell=bash disable=SC2034
+# Shared by the end-to-end tests (meshsim + meshconfig + meshrun + libmeshrun):
+# skip rules, assertions, cluster bring-up, cleanup and the "nothing left" checks.
+#
+#   . lib.sh BIN_DIR     BIN_DIR holds meshsim, meshconfig, meshrun, meshrun-allreduce-test
+#
+# Clusters are named mse<N> (namespaces mse<N>-<host>, links mse<N>-*); their state
+# lives in a temporary MESHSIM_STATE_DIR that is removed at the end.
+set -u
+BIN=${1:?usage: $0 BIN_DIR}
+BIN=$(cd "$BIN" && pwd) || exit 1
+SRC=${MESHRUN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
+MESHSIM=$BIN/meshsim
+MESHCONFIG=$BIN/meshconfig
+MESHRUN=$BIN/meshrun
+ARTEST=$BIN/meshrun-allreduce-test
+FAILS=0
+TMP=$(mktemp -d /tmp/mse-e2e.XXXXXX)
+CLUSTERS=""
+export MESHSIM_STATE_DIR=$TMP/state
+
+skip() { echo "SKIP: $*"; rm -rf "$TMP"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "end-to-end tests need root (network namespaces, sshd)"
+for p in ip ssh ssh-keygen ping pgrep; do
+	command -v "$p" >/dev/null 2>&1 || skip "'$p' is not installed"
+done
+[ -x /usr/sbin/sshd ] || skip "sshd is not installed (openssh-server)"
+ip netns add mseprobe$$ 2>/dev/null || skip "cannot create network namespaces here"
+ip netns del mseprobe$$
+for p in "$MESHSIM" "$MESHCONFIG" "$MESHRUN" "$ARTEST"; do
+	[ -x "$p" ] || { echo "FAIL - $p is not built"; rm -rf "$TMP"; exit 1; }
+done
+
+# Processes started from our build directory (ranks, meshrun) in any namespace.
+our_pids() { pgrep -f "^$BIN/" 2>/dev/null; }
+
+cleanup() {
+	for p in $(our_pids); do kill -9 "$p" 2>/dev/null; done
+	for c in $CLUSTERS; do "$MESHSIM" down "$c" >/dev/null 2>&1; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ok() { echo "ok - $*"; }
+fail() { echo "FAIL - $*"; FAILS=$((FAILS + 1)); }
+check() { # check DESCRIPTION CMD...: CMD must succeed
+	local d=$1
+	shift
+	if "$@"; then ok "$d"; else fail "$d (exit $?)"; fi
+}
+finish() {
+	if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
+	echo "all checks passed"
+	exit 0
+}
+# Prints a file indented, for failure context.
+show() { sed 's/^/    | /' "$@" | head -60; }
+
+# up NAME FIXTURE: brings a cluster up; exits the test when it cannot.
+# Sets CFG (its ssh_config) and HOSTS (comma list of its host names, fixture order).
+up() {
+	CLUSTERS="$CLUSTERS $1"
+	if ! "$MESHSIM" up "$2" --name "$1" >"$TMP/up.$1" 2>&1; then
+		fail "meshsim up $2 --name $1"
+		show "$TMP/up.$1"
+		finish
+	fi
+	ok "meshsim up $2 --name $1"
+	CFG=$MESHSIM_STATE_DIR/$1/ssh_config
+	HOSTS=$(awk '$1 == "Host" { printf "%s%s", sep, $2; sep = "," }' "$CFG")
+}
+
+# cables NAME: "hostA ifA hostB ifB" per cable, from meshsim status.
+cables() {
+	"$MESHSIM" status "$1" | sed -nE 's/^  ([^: ]+):([^ ]+) <-> ([^: ]+):([^ ]+).*$/\1 \2 \3 \4/p'
+}
+
+# addr4 NAME HOST IF: the IPv4 address/prefix of IF in HOST ("" when none).
+addr4() {
+	"$MESHSIM" exec --name "$1" "$2" -- ip -4 -o addr show dev "$3" 2>/dev/null |
+		awk '{ print $4; exit }'
+}
+
+# counter NAME HOST IF FIELD: a link statistic (tx_bytes, rx_packets, ...).
+counter() { ip netns exec "$1-$2" cat "/sys/class/net/$3/statistics/$4"; }
+
+# snapshot NAME: addresses, routes and link states of every host (to see changes).
+snapshot() {
+	local h
+	for h in ${HOSTS//,/ }; do
+		echo "== $h"
+		ip -n "$1-$h" -4 -o addr show | awk '{ print $2, $4 }'
+		ip -n "$1-$h" -4 route show
+		# admin state only: carrier flags settle on their own just after bring-up
+		ip -n "$1-$h" -o link show | awk '{ print $2, $3 }' | sed -E 's/@[^:]*//; s/(NO-CARRIER|LOWER_UP),?//g'
+	done
+}
+
+# only_sshd_left NAME: every process in the cluster's namespaces is its sshd listener.
+only_sshd_left() {
+	local h p bad=0
+	for h in ${HOSTS//,/ }; do
+		for p in $(ip netns pids "$1-$h" 2>/dev/null); do
+			case $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) in
+			*"sshd "*"$MESHSIM_STATE_DIR/$1/"*) ;;
+			"") ;; # exited meanwhile
+			*) echo "  left in $h: $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; bad=1 ;;
+			esac
+		done
+	done
+	return $bad
+}
+
+# nothing_left NAME: no namespace, root link, process or state of the cluster,
+# and no process of ours (meshrun, ranks) anywhere.
+nothing_left() {
+	local n=$1
+	if ip netns list | grep -q "^$n-"; then echo "  left: namespace $(ip netns list | grep "^$n-" | head -1)"; return 1; fi
+	if ip -o link show | grep -q ": $n-"; then echo "  left: link $(ip -o link show | grep ": $n-" | head -1)"; return 1; fi
+	if pgrep -f "$MESHSIM_STATE_DIR/$n/" >/dev/null; then echo "  left: process $(pgrep -af "$MESHSIM_STATE_DIR/$n/" | head -1)"; return 1; fi
+	if [ -n "$(our_pids)" ]; then echo "  left: $(pgrep -af "^$BIN/" | head -1)"; return 1; fi
+	if [ -e "$MESHSIM_STATE_DIR/$n" ]; then echo "  left: state dir"; return 1; fi
+	return 0
+}
+
+# down NAME: meshsim down, and check that nothing is left.
+down() {
+	check "meshsim down $1" "$MESHSIM" down "$1"
+	check "nothing of $1 left (namespaces, links, sshd, ranks, state)" nothing_left "$1"
+	CLUSTERS=${CLUSTERS// $1/}
+}

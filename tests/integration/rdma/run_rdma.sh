@@ -1,0 +1,29 @@
+#!/bin/bash
+# run_rdma.sh - ctest driver of the JACCL soft-RoCE tests (see guest_jaccl.sh).
+# Usage: run_rdma.sh BUILD_DIR ASAN(ON/OFF) [CASE...]
+# This machine's kernel has no rdma_rxe, so the cases run inside a QEMU guest
+# with a Debian kernel that has it (scripts/rxe-guest.sh, which installs its
+# packages idempotently). Exit 77 (skip) with a one-line reason where that
+# cannot be had: not root, an ASan build (ASan under TCG emulation is far too
+# slow), or no QEMU/kernel packages obtainable.
+set -u
+BUILD=$(readlink -f "$1"); ASAN=$2; shift 2
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../../.." && pwd)
+CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 kill baddev)
+
+case "$ASAN" in ON|on|1|TRUE|true)
+	echo "skip: the soft-RoCE guest tests run in the plain build only (ASan under QEMU TCG is too slow)"; exit 77;;
+esac
+if [ "$(id -u)" != 0 ]; then
+	echo "skip: the soft-RoCE tests need root (apt-get, QEMU with the host's / shared into the guest)"; exit 77
+fi
+[ -x "$BUILD/bin/meshrun-allreduce-test" ] || { echo "error: $BUILD/bin/meshrun-allreduce-test not built"; exit 1; }
+WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest}
+"$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --timeout 840 \
+	-- bash "$HERE/guest_jaccl.sh" "$BUILD/bin" --max-size 256K "${CASES[@]}"
+rc=$?
+case $rc in
+	102|103) echo "skip: no QEMU or no guest kernel with rdma_rxe could be installed (rxe-guest.sh exit $rc)"; exit 77;;
+esac
+exit $rc

@@ -1,0 +1,333 @@
+/*
+ * Unit tests for src/hal/mux.c, the routing backend: this machine's hosts go to
+ * the real local backend, the others to a replay backend standing in for ssh;
+ * runs, connects and spawns are routed per host, one poll drives both, and the
+ * remote backend is made only when a remote host is used.
+ */
+#include "common/compat.h"
+#include "common/err.h"
+#include "hal/hal.h"
+#include "hal/replay.h"
+
+#include <setjmp.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <unistd.h>
+
+struct remote {
+	struct mr_replay *rp; /* handed to the replay hal when it is made */
+	bool made;
+	int fail;             /* < 0: the constructor fails with this code */
+};
+
+static int new_remote(struct mr_hal **out, const struct mr_hal_opts *opts, void *ctx,
+		      struct meshrun_err *err)
+{
+	struct remote *r = ctx;
+
+	if (r->fail < 0) {
+		*out = NULL;
+		return mr_err_set(err, r->fail, "ssh_config 'bad.conf': line 3: unknown keyword");
+	}
+	r->made = true;
+	return mr_hal_new_replay(out, r->rp, opts, err);
+}
+
+static struct mr_hal *new_mux(struct remote *r)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hal_mux_ctors ctors = { NULL, new_remote, r };
+	struct mr_hal *hal = NULL;
+
+	assert_int_equal(mr_replay_new(&r->rp), 0);
+	assert_int_equal(mr_hal_new_mux(&hal, NULL, &ctors, &err), 0);
+	assert_string_equal(mr_hal_name(hal), "auto");
+	return hal;
+}
+
+static void free_mux(struct mr_hal *hal, struct remote *r)
+{
+	mr_hal_free(hal);
+	if (!r->made)
+		mr_replay_free(r->rp);
+}
+
+static void test_is_local(void **state)
+{
+	char self[256];
+
+	(void)state;
+	assert_true(mr_hal_host_is_local(NULL));
+	assert_true(mr_hal_host_is_local(""));
+	assert_true(mr_hal_host_is_local("127.0.0.1"));
+	assert_true(mr_hal_host_is_local("localhost"));
+	assert_true(mr_hal_host_is_local("LocalHost"));
+	assert_true(mr_hal_host_is_local("::1"));
+	assert_int_equal(gethostname(self, sizeof(self)), 0);
+	assert_true(mr_hal_host_is_local(self));
+	assert_false(mr_hal_host_is_local("h1"));
+	assert_false(mr_hal_host_is_local("10.0.0.1"));
+	assert_false(mr_hal_host_is_local("127.0.0.2"));
+}
+
+static void test_run_routes_per_host(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct remote r = { 0 };
+	struct mr_hal *hal = new_mux(&r);
+	char *echo[] = { "sh", "-c", "echo local-$0", "x", NULL };
+	char *uname[] = { "uname", NULL };
+	struct mr_hal_cmd c[4] = { 0 };
+	const char *h = NULL;
+
+	(void)state;
+	/* only local hosts: the remote backend is never made */
+	c[0].host = "127.0.0.1";
+	c[0].argv = echo;
+	assert_int_equal(mr_hal_run(hal, c, 1, &err), 0);
+	assert_true(mr_hal_cmd_ok(&c[0]));
+	assert_string_equal(mr_buf_cstr(&c[0].out), "local-x\n");
+	mr_hal_cmd_release(&c[0]);
+	assert_false(r.made);
+	assert_null(mr_hal_mux_inner(hal, "h1"));
+	assert_non_null(mr_hal_mux_inner(hal, "localhost"));
+
+	assert_int_equal(mr_replay_add(r.rp, "*", "uname", 0, "Darwin\n", NULL, 0, 0), 0);
+	assert_int_equal(mr_replay_add(r.rp, "h2", "uname", 7, NULL, "no\n", 0, 0), 0);
+	c[0].host = "h1";
+	c[0].argv = uname;
+	c[1].host = "localhost";
+	c[1].argv = echo;
+	c[2].host = "h2";
+	c[2].argv = uname;
+	c[3].host = "127.0.0.1";
+	c[3].argv = uname; /* the real uname here: Linux, not the replay's Darwin */
+	assert_int_equal(mr_hal_run(hal, c, 4, &err), 0);
+	assert_true(r.made);
+	assert_true(mr_hal_cmd_ok(&c[0]));
+	assert_string_equal(mr_buf_cstr(&c[0].out), "Darwin\n");
+	assert_string_equal(mr_buf_cstr(&c[1].out), "local-x\n");
+	assert_int_equal(c[2].hal_rc, 0);
+	assert_int_equal(c[2].status, 7);
+	assert_string_equal(mr_buf_cstr(&c[2].errout), "no\n");
+	assert_true(mr_hal_cmd_ok(&c[3]));
+	assert_string_equal(mr_buf_cstr(&c[3].out), "Linux\n");
+	/* the remote backend saw exactly the two remote commands */
+	assert_int_equal(mr_replay_log_count(r.rp, NULL), 2);
+	assert_string_equal(mr_replay_log_cmd(r.rp, NULL, 0, &h), "uname");
+	assert_string_equal(h, "h1");
+	assert_string_equal(mr_replay_log_cmd(r.rp, NULL, 1, &h), "uname");
+	assert_string_equal(h, "h2");
+	for (size_t i = 0; i < 4; i++)
+		mr_hal_cmd_release(&c[i]);
+	free_mux(hal, &r);
+}
+
+static void test_connect_routes_per_host(void **state)
+{
+	struct remote r = { 0 };
+	struct mr_hal *hal = new_mux(&r);
+	const char *hosts[] = { "localhost", "h1", "down", "127.0.0.1" };
+	struct meshrun_err errs[4];
+
+	(void)state;
+	assert_int_equal(mr_replay_add(r.rp, "down", "*", 0, NULL, NULL, 0, MESHRUN_E_CONNECT), 0);
+	assert_int_equal(mr_hal_connect(hal, hosts, 4, errs), 1);
+	assert_int_equal(errs[0].code, 0);
+	assert_int_equal(errs[1].code, 0);
+	assert_int_equal(errs[2].code, MESHRUN_E_CONNECT);
+	assert_non_null(strstr(errs[2].msg, "down"));
+	assert_int_equal(errs[3].code, 0);
+	free_mux(hal, &r);
+}
+
+static void test_remote_backend_fails(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct remote r = { .fail = MESHRUN_E_PARSE };
+	struct mr_hal *hal = new_mux(&r);
+	char *t[] = { "true", NULL };
+	struct mr_hal_cmd c[2] = { 0 };
+	struct mr_spawn sp = { 0 };
+	struct mr_proc *p = NULL;
+
+	(void)state;
+	c[0].host = "h1";
+	c[0].argv = t;
+	c[1].host = "127.0.0.1";
+	c[1].argv = t;
+	assert_int_equal(mr_hal_run(hal, c, 2, &err), 0);
+	assert_int_equal(c[0].hal_rc, MESHRUN_E_PARSE);
+	assert_non_null(strstr(c[0].err.msg, "bad.conf"));
+	assert_true(mr_hal_cmd_ok(&c[1])); /* the local side still ran */
+	mr_hal_cmd_release(&c[0]);
+	mr_hal_cmd_release(&c[1]);
+	sp.host = "h1";
+	sp.argv = t;
+	assert_int_equal(mr_hal_spawn(hal, &sp, &p, &err), MESHRUN_E_PARSE);
+	assert_null(p);
+	assert_non_null(strstr(err.msg, "bad.conf"));
+	free_mux(hal, &r);
+}
+
+struct seen {
+	struct mr_buf out[2];
+	int status[2], sig[2], exits[2];
+	struct mr_proc *procs[2];
+	bool wrong_proc;
+};
+
+static int which(struct seen *s, struct mr_proc *p)
+{
+	if (p == s->procs[0] || p == s->procs[1])
+		return p == s->procs[1];
+	s->wrong_proc = true; /* the inner proc leaked through */
+	return 0;
+}
+
+static void on_out(struct mr_proc *p, const char *d, size_t n, void *ctx)
+{
+	struct seen *s = ctx;
+
+	mr_buf_append(&s->out[which(s, p)], d, n);
+}
+
+static void on_exit_cb(struct mr_proc *p, int hal_rc, int status, int sig,
+		       const struct meshrun_err *err, void *ctx)
+{
+	struct seen *s = ctx;
+	int i = which(s, p);
+
+	(void)err;
+	assert_int_equal(hal_rc, 0);
+	s->exits[i]++;
+	s->status[i] = status;
+	s->sig[i] = sig;
+	if (mr_proc_user(p) != (void *)s)
+		s->wrong_proc = true;
+}
+
+static void test_spawn_and_one_poll(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct remote r = { 0 };
+	struct mr_hal *hal = new_mux(&r);
+	char *lcmd[] = { "sh", "-c", "read -r l; echo \"local:$l\"; exit 3", NULL };
+	char *rcmd[] = { "prog", "--x", NULL };
+	struct seen s = { 0 };
+	struct mr_spawn sp = { 0 };
+	int rounds = 0, running;
+
+	(void)state;
+	assert_int_equal(mr_replay_add(r.rp, "h2", "prog --x", 5, "remote\n", NULL, 50, 0), 0);
+	sp.events.ctx = &s;
+	sp.events.on_stdout = on_out;
+	sp.events.on_exit = on_exit_cb;
+	sp.user = &s;
+	sp.host = "127.0.0.1";
+	sp.argv = lcmd;
+	assert_int_equal(mr_hal_spawn(hal, &sp, &s.procs[0], &err), 0);
+	sp.host = "h2";
+	sp.argv = rcmd;
+	assert_int_equal(mr_hal_spawn(hal, &sp, &s.procs[1], &err), 0);
+	assert_string_equal(mr_proc_host(s.procs[1]), "h2");
+	assert_int_equal(mr_proc_write(s.procs[0], "hi\n", 3, &err), 0);
+	assert_int_equal(mr_proc_close_stdin(s.procs[0], &err), 0);
+	while ((running = mr_hal_poll(hal, 1000, &err)) > 0)
+		assert_true(++rounds < 500);
+	assert_int_equal(running, 0);
+	assert_false(s.wrong_proc);
+	assert_int_equal(s.exits[0], 1);
+	assert_int_equal(s.exits[1], 1);
+	assert_string_equal(mr_buf_cstr(&s.out[0]), "local:hi\n");
+	assert_int_equal(s.status[0], 3);
+	assert_string_equal(mr_buf_cstr(&s.out[1]), "remote\n");
+	assert_int_equal(s.status[1], 5);
+	assert_true(mr_proc_exited(s.procs[0]) && mr_proc_exited(s.procs[1]));
+	mr_proc_release(s.procs[0]);
+	mr_proc_release(s.procs[1]);
+	mr_buf_release(&s.out[0]);
+	mr_buf_release(&s.out[1]);
+	free_mux(hal, &r);
+}
+
+/* A signal to a local rank through the mux, and mr_hal_free killing what still runs. */
+static void test_signal_and_free(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct remote r = { 0 };
+	struct mr_hal *hal = new_mux(&r);
+	char *sleeper[] = { "sleep", "30", NULL };
+	struct seen s = { 0 };
+	struct mr_spawn sp = { 0 };
+	struct mr_proc *left = NULL;
+	int rounds = 0;
+
+	(void)state;
+	sp.events.ctx = &s;
+	sp.events.on_stdout = on_out;
+	sp.events.on_exit = on_exit_cb;
+	sp.user = &s;
+	sp.host = "localhost";
+	sp.argv = sleeper;
+	assert_int_equal(mr_hal_spawn(hal, &sp, &s.procs[0], &err), 0);
+	assert_int_equal(mr_hal_spawn(hal, &sp, &s.procs[1], &err), 0);
+	assert_int_equal(mr_proc_signal(s.procs[0], SIGTERM, &err), 0);
+	while (!s.exits[0]) {
+		assert_true(mr_hal_poll(hal, 1000, &err) >= 0);
+		assert_true(++rounds < 100);
+	}
+	assert_int_equal(s.sig[0], SIGTERM);
+	assert_int_equal(s.exits[1], 0);
+	left = s.procs[1];
+	assert_false(mr_proc_exited(left));
+	free_mux(hal, &r); /* kills and reaps the second sleeper, no callback */
+	assert_int_equal(s.exits[1], 0);
+	assert_false(s.wrong_proc);
+	mr_buf_release(&s.out[0]);
+	mr_buf_release(&s.out[1]);
+}
+
+static void on_readable(int fd, void *ctx)
+{
+	char b[16];
+
+	*(ssize_t *)ctx = read(fd, b, sizeof(b));
+}
+
+static void test_watched_fd(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct remote r = { 0 };
+	struct mr_hal *hal = new_mux(&r);
+	ssize_t got = -2;
+	int fds[2];
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(mr_hal_watch_fd(hal, fds[0], on_readable, &got), 0);
+	assert_int_equal(write(fds[1], "abc", 3), 3);
+	assert_int_equal(mr_hal_poll(hal, 5000, &err), 0);
+	assert_int_equal(got, 3);
+	mr_hal_unwatch_fd(hal, fds[0]);
+	/* nothing left to wait for: returns at once even for -1 */
+	assert_int_equal(mr_hal_poll(hal, -1, &err), 0);
+	close(fds[0]);
+	close(fds[1]);
+	free_mux(hal, &r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_is_local),
+		cmocka_unit_test(test_run_routes_per_host),
+		cmocka_unit_test(test_connect_routes_per_host),
+		cmocka_unit_test(test_remote_backend_fails),
+		cmocka_unit_test(test_spawn_and_one_poll),
+		cmocka_unit_test(test_signal_and_free),
+		cmocka_unit_test(test_watched_fd),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,189 @@
+/* Unit tests for src/coll/jaccl_side.c: all-gather framing, and the TCP star on loopback with threads. */
+#include "common/compat.h"
+#include "coll/jaccl.h"
+#include "coll/wire.h"
+#include "common/timeutil.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+static void test_blobs_roundtrip(void **state)
+{
+	struct mr_jaccl_blob in[3] = { { (unsigned char *)"abc", 3 }, { (unsigned char *)"", 0 },
+				       { (unsigned char *)"0123456789", 10 } };
+	unsigned char buf[64];
+	struct mr_jaccl_blob *out = NULL;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	(void)state;
+	size_t len = mr_jaccl_blobs_encode(in, 3, buf);
+	assert_int_equal(len, 12 + 13);
+	assert_int_equal(mr_jaccl_blobs_decode(buf, len, 3, &out, &err), 0);
+	assert_int_equal(out[0].len, 3);
+	assert_memory_equal(out[0].data, "abc", 3);
+	assert_int_equal(out[1].len, 0);
+	assert_memory_equal(out[2].data, "0123456789", 10);
+	mr_jaccl_blobs_free(out, 3);
+
+	/* every truncation is an error, never an overrun (ASan watches) */
+	for (size_t cut = 0; cut < len; cut++) {
+		unsigned char *t = malloc(cut ? cut : 1);
+		memcpy(t, buf, cut);
+		out = NULL;
+		memset(&err, 0, sizeof(err));
+		assert_int_equal(mr_jaccl_blobs_decode(t, cut, 3, &out, &err), MESHRUN_E_PROTO);
+		assert_null(out);
+		free(t);
+	}
+	/* a length field that points past the end, and trailing garbage */
+	buf[0] = 0xff;
+	assert_int_equal(mr_jaccl_blobs_decode(buf, len, 3, &out, &err), MESHRUN_E_PROTO);
+	buf[0] = 3;
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(mr_jaccl_blobs_decode(buf, len, 2, &out, &err), MESHRUN_E_PROTO);
+	assert_non_null(strstr(err.msg, "stray bytes"));
+}
+
+/* A free loopback port (bound then released). */
+static int free_port(void)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+struct rank_arg {
+	int rank, size;
+	char coord[64];
+	const char *token;
+	int rc;
+	char msg[MESHRUN_ERR_MSG_MAX];
+	char got[64];
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+	struct mr_jaccl_side s;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_jaccl_blob *all = NULL;
+	char mine[16];
+
+	a->rc = mr_jaccl_side_open(&s, a->rank, a->size, a->coord, a->token, strlen(a->token), 5000, &err);
+	if (a->rc == 0) {
+		snprintf(mine, sizeof(mine), "r%d", a->rank);
+		a->rc = mr_jaccl_side_allgather(&s, mine, strlen(mine), &all, &err);
+		if (a->rc == 0) {
+			size_t off = 0;
+			for (int r = 0; r < a->size; r++) {
+				memcpy(a->got + off, all[r].data, all[r].len);
+				off += all[r].len;
+			}
+			a->got[off] = '\0';
+			mr_jaccl_blobs_free(all, a->size);
+			/* and a barrier: empty blobs */
+			a->rc = mr_jaccl_side_allgather(&s, "", 0, &all, &err);
+			mr_jaccl_blobs_free(all, a->size);
+		}
+		mr_jaccl_side_close(&s);
+	}
+	snprintf(a->msg, sizeof(a->msg), "%s", err.msg);
+	return NULL;
+}
+
+static void test_star_allgather(void **state)
+{
+	struct rank_arg a[4];
+	pthread_t t[4];
+	int port = free_port();
+
+	(void)state;
+	/* the others start first: they retry until rank 0 listens */
+	for (int r = 3; r >= 0; r--) {
+		memset(&a[r], 0, sizeof(a[r]));
+		a[r].rank = r;
+		a[r].size = 4;
+		a[r].token = "job-1";
+		snprintf(a[r].coord, sizeof(a[r].coord), "127.0.0.1:%d", port);
+		assert_int_equal(pthread_create(&t[r], NULL, rank_main, &a[r]), 0);
+		if (r == 1)
+			mr_sleep_ms(100);
+	}
+	for (int r = 0; r < 4; r++) {
+		pthread_join(t[r], NULL);
+		if (a[r].rc != 0)
+			fail_msg("rank %d: %s", r, a[r].msg);
+		assert_string_equal(a[r].got, "r0r1r2r3");
+	}
+}
+
+static void test_foreign_refused(void **state)
+{
+	struct rank_arg a[2];
+	pthread_t t[2];
+	int port = free_port();
+
+	(void)state;
+	memset(a, 0, sizeof(a));
+	for (int r = 0; r < 2; r++) {
+		a[r].rank = r;
+		a[r].size = 2;
+		a[r].token = r ? "other-job" : "job-1";
+		snprintf(a[r].coord, sizeof(a[r].coord), "127.0.0.1:%d", port);
+	}
+	assert_int_equal(pthread_create(&t[0], NULL, rank_main, &a[0]), 0);
+	assert_int_equal(pthread_create(&t[1], NULL, rank_main, &a[1]), 0);
+	/* a stray client that sends garbage is refused too */
+	mr_sleep_ms(200);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		assert_true(write(fd, "GET / HTTP/1.0\r\n\r\n", 18) == 18);
+	pthread_join(t[1], NULL);
+	pthread_join(t[0], NULL);
+	close(fd);
+	/* rank 1 (wrong token) sees rank 0 close on it; rank 0 times out naming why */
+	assert_int_not_equal(a[1].rc, 0);
+	assert_int_equal(a[0].rc, MESHRUN_E_TIMEOUT);
+	assert_non_null(strstr(a[0].msg, "only 1 of 2 ranks"));
+	assert_non_null(strstr(a[0].msg, "last refused"));
+}
+
+static void test_bad_coordinator(void **state)
+{
+	struct mr_jaccl_side s;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	(void)state;
+	assert_int_equal(mr_jaccl_side_open(&s, 1, 2, "nohost:1", "", 0, 100, &err), MESHRUN_E_PARSE);
+	assert_non_null(strstr(err.msg, "MLX_JACCL_COORDINATOR"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_blobs_roundtrip),
+		cmocka_unit_test(test_star_allgather),
+		cmocka_unit_test(test_foreign_refused),
+		cmocka_unit_test(test_bad_coordinator),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

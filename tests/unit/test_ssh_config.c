@@ -1,0 +1,264 @@
+/* Unit tests of src/hal/ssh_config.c: the ssh_config subset of the ssh backend. */
+#include "common/compat.h"
+#include "hal/ssh_config.h"
+
+#include "common/err.h"
+#include "common/fdio.h"
+
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct mr_ssh_config *parse_ok(const char *text)
+{
+	struct mr_ssh_config *cfg = NULL;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	if (mr_ssh_config_parse(&cfg, text, strlen(text), "cfg", &err) < 0)
+		fail_msg("parse failed: %s", err.msg);
+	assert_non_null(cfg);
+	return cfg;
+}
+
+static void lookup_ok(const struct mr_ssh_config *cfg, const char *alias, struct mr_ssh_host_cfg *h)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	if (mr_ssh_config_lookup(cfg, alias, h, &err) < 0)
+		fail_msg("lookup '%s' failed: %s", alias, err.msg);
+}
+
+static void test_pattern(void **state)
+{
+	static const struct { const char *pat, *s; bool want; } cases[] = {
+		{ "h1", "h1", true },        { "h1", "h10", false },
+		{ "h*", "h10", true },       { "h*", "x1", false },
+		{ "*", "", true },           { "h?", "h1", true },
+		{ "h?", "h12", false },      { "*.lan", "a.b.lan", true },
+		{ "*.lan", "a.lan.x", false }, { "a*b*c", "aXbYbZc", true },
+		{ "a*b*c", "aXbYc1", false }, { "H1", "h1", true },
+		{ "10.231.0.*", "10.231.0.7", true }, { "", "", true }, { "", "x", false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		if (mr_ssh_pattern_match(cases[i].pat, cases[i].s) != cases[i].want)
+			fail_msg("pattern '%s' vs '%s': want %d", cases[i].pat, cases[i].s,
+				 cases[i].want);
+}
+
+static void test_first_match_wins(void **state)
+{
+	struct mr_ssh_config *cfg;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	char *home_id;
+
+	(void)state;
+	setenv("HOME", "/home/tester", 1);
+	cfg = parse_ok("# global part\n"
+		       "ConnectTimeout 7\n"
+		       "\n"
+		       "Host h1 h2 \"h 3\"\n"
+		       "    HostName 10.0.0.%h-x\n"
+		       "    User alice\n"
+		       "    Port=2222\n"
+		       "    IdentityFile ~/.ssh/id_h\n"
+		       "Host !h2 h*\n"
+		       "    HostName ignored-for-h1\n"
+		       "    User bob\n"
+		       "    IdentityFile /keys/%r@%h\n"
+		       "    StrictHostKeyChecking accept-new\n"
+		       "Host *\n"
+		       "    Port 22\n"
+		       "    UserKnownHostsFile ~/kh1 /etc/kh2\n"
+		       "    StrictHostKeyChecking no\n"
+		       "    ConnectTimeout 99\n"
+		       "    ForwardAgent yes\n"
+		       "    Unknownkeyword\n");
+
+	lookup_ok(cfg, "h1", &h);
+	assert_string_equal(h.alias, "h1");
+	assert_string_equal(h.hostname, "10.0.0.h1-x");
+	assert_string_equal(h.user, "alice");
+	assert_int_equal(h.port, 2222);
+	assert_int_equal(h.identity_files.nr, 2);
+	assert_string_equal(h.identity_files.v[0], "/home/tester/.ssh/id_h");
+	/* %h is the HostName, as in OpenSSH */
+	assert_string_equal(h.identity_files.v[1], "/keys/alice@10.0.0.h1-x");
+	assert_int_equal(h.known_hosts.nr, 2);
+	assert_string_equal(h.known_hosts.v[0], "/home/tester/kh1");
+	assert_string_equal(h.known_hosts.v[1], "/etc/kh2");
+	assert_int_equal(h.strict, MR_SSH_STRICT_ACCEPT_NEW);
+	assert_int_equal(h.connect_timeout_ms, 7000);
+	mr_ssh_host_cfg_release(&h);
+
+	/* h2 is excluded from the second block by its negated pattern */
+	lookup_ok(cfg, "h2", &h);
+	assert_string_equal(h.user, "alice");
+	assert_int_equal(h.strict, MR_SSH_STRICT_NO);
+	assert_int_equal(h.identity_files.nr, 1);
+	mr_ssh_host_cfg_release(&h);
+
+	lookup_ok(cfg, "h 3", &h);
+	assert_string_equal(h.hostname, "10.0.0.h 3-x");
+	mr_ssh_host_cfg_release(&h);
+
+	lookup_ok(cfg, "h7", &h);
+	assert_string_equal(h.hostname, "ignored-for-h1");
+	assert_string_equal(h.user, "bob");
+	assert_int_equal(h.port, 22);
+	mr_ssh_host_cfg_release(&h);
+
+	lookup_ok(cfg, "other", &h);
+	assert_string_equal(h.hostname, "other");
+	assert_null(h.user);
+	assert_int_equal(h.port, 22);
+	assert_int_equal(h.identity_files.nr, 0);
+	mr_ssh_host_cfg_release(&h);
+
+	home_id = mr_ssh_expand_tilde("~");
+	assert_string_equal(home_id, "/home/tester");
+	free(home_id);
+	home_id = mr_ssh_expand_tilde("~root/x");
+	assert_non_null(home_id);
+	assert_string_equal(home_id + strlen(home_id) - 2, "/x");
+	free(home_id);
+	mr_ssh_config_free(cfg);
+}
+
+static void test_match_and_none(void **state)
+{
+	struct mr_ssh_config *cfg;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+
+	(void)state;
+	cfg = parse_ok("Match host foo exec \"true\"\n"
+		       "  User never\n"
+		       "Match all\n"
+		       "  UserKnownHostsFile none\n"
+		       "  User everyone # trailing comment\n");
+	lookup_ok(cfg, "foo", &h);
+	assert_string_equal(h.user, "everyone");
+	assert_true(h.known_hosts_none);
+	assert_int_equal(h.known_hosts.nr, 0);
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+
+	/* no config at all */
+	lookup_ok(NULL, "bare", &h);
+	assert_string_equal(h.hostname, "bare");
+	assert_int_equal(h.port, 0);
+	assert_int_equal(h.strict, MR_SSH_STRICT_UNSET);
+	mr_ssh_host_cfg_release(&h);
+}
+
+static void test_malformed(void **state)
+{
+	static const struct { const char *text, *want; } cases[] = {
+		{ "Host a\n  Port 0\n", "cfg:2: Port: bad port" },
+		{ "Host a\n\n  Port 70000\n", "cfg:3: Port: bad port" },
+		{ "Port 22x\n", "cfg:1: Port: bad port" },
+		{ "Host\n", "cfg:1: Host: Host without a pattern" },
+		{ "Host a\nUser\n", "cfg:2: User: missing value" },
+		{ "HostName \"a b\n", "cfg:1: HostName: unterminated quote" },
+		{ "User a b\n", "cfg:1: User: garbage at end of line" },
+		{ "StrictHostKeyChecking maybe\n", "cfg:1: StrictHostKeyChecking: bad" },
+		{ "ConnectTimeout soon\n", "cfg:1: ConnectTimeout: bad" },
+		{ "ConnectTimeout 0\n", "cfg:1: ConnectTimeout: bad" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct mr_ssh_config *cfg = NULL;
+		struct meshrun_err err = MESHRUN_ERR_INIT;
+		int rc = mr_ssh_config_parse(&cfg, cases[i].text, strlen(cases[i].text), "cfg", &err);
+
+		assert_int_equal(rc, MESHRUN_E_PARSE);
+		assert_null(cfg);
+		if (strncmp(err.msg, cases[i].want, strlen(cases[i].want)))
+			fail_msg("case %zu: got '%s', want prefix '%s'", i, err.msg, cases[i].want);
+	}
+}
+
+static void test_bad_token(void **state)
+{
+	struct mr_ssh_config *cfg = parse_ok("Host *\n HostName %z.lan\n");
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	(void)state;
+	assert_int_equal(mr_ssh_config_lookup(cfg, "x", &h, &err), MESHRUN_E_PARSE);
+	assert_non_null(strstr(err.msg, "'x'"));
+	assert_non_null(strstr(err.msg, "%-token"));
+	mr_ssh_config_free(cfg);
+}
+
+static void test_load(void **state)
+{
+	char dir[] = "/tmp/mr-sshcfg-XXXXXX";
+	char path[256], sshdir[256];
+	struct mr_ssh_config *cfg = NULL;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	const char *text = "Host e\n User fromenv\n";
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	setenv("HOME", dir, 1);
+	unsetenv("MESHRUN_SSH_CONFIG");
+
+	/* default ~/.ssh/config missing: empty config */
+	assert_int_equal(mr_ssh_config_load(&cfg, NULL, &err), 0);
+	lookup_ok(cfg, "e", &h);
+	assert_null(h.user);
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+
+	/* an explicit file that is missing is an error naming it */
+	snprintf(path, sizeof(path), "%s/nope", dir);
+	assert_int_not_equal(mr_ssh_config_load(&cfg, path, &err), 0);
+	assert_null(cfg);
+	assert_non_null(strstr(err.msg, path));
+	mr_err_clear(&err);
+
+	/* $MESHRUN_SSH_CONFIG */
+	snprintf(path, sizeof(path), "%s/cfg", dir);
+	assert_int_equal(mr_write_file(path, text, strlen(text), 0600, &err), 0);
+	setenv("MESHRUN_SSH_CONFIG", path, 1);
+	assert_int_equal(mr_ssh_config_load(&cfg, NULL, &err), 0);
+	lookup_ok(cfg, "e", &h);
+	assert_string_equal(h.user, "fromenv");
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+	unsetenv("MESHRUN_SSH_CONFIG");
+
+	/* ~/.ssh/config, errors name the file and line */
+	snprintf(sshdir, sizeof(sshdir), "%s/.ssh", dir);
+	assert_int_equal(mkdir(sshdir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/config", dir);
+	assert_int_equal(mr_write_file(path, "Host e\n Port x\n", 15, 0600, &err), 0);
+	assert_int_equal(mr_ssh_config_load(&cfg, NULL, &err), MESHRUN_E_PARSE);
+	assert_non_null(strstr(err.msg, "/.ssh/config:2: Port"));
+
+	unlink(path);
+	rmdir(sshdir);
+	snprintf(path, sizeof(path), "%s/cfg", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pattern),
+		cmocka_unit_test(test_first_match_wins),
+		cmocka_unit_test(test_match_and_none),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_bad_token),
+		cmocka_unit_test(test_load),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
