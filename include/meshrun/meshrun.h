@@ -13,13 +13,15 @@
  * Backends and selection: meshrun_init() reads the environment MLX's backends
  * read. MESHRUN_BACKEND_ANY tries, in MLX's order, nccl (only where a GPU is
  * present), ring, mpi, jaccl; the first backend whose environment is present
- * is used and its failure is returned. A backend that is not built (today:
- * nccl, mpi, jaccl) counts as absent. When no backend is configured, the call
+ * is used and its failure is returned. A backend that is not built (jaccl
+ * without libibverbs) or cannot be loaded (nccl without libcudart/libnccl or a
+ * GPU, mpi without Open MPI's libmpi) counts as absent. When no backend is
+ * configured, the call
  * fails with MESHRUN_E_BACKEND under MESHRUN_STRICT, and otherwise returns a
  * group of size 1 on which every collective is a copy.
  *
  * Ring backend environment (see docs of the ring backend in src/coll/ring.h):
- *   MLX_RANK (else SLURM_PROCID, else OMPI_COMM_WORLD_RANK), MLX_HOSTFILE,
+ *   MLX_RANK (else OMPI_COMM_WORLD_RANK, else SLURM_PROCID), MLX_HOSTFILE,
  *   MLX_RING_VERBOSE, MESHRUN_JOB_TOKEN, MESHRUN_TIMEOUT (seconds, default 30).
  *
  * Calls: every call returns 0 or a negative MESHRUN_E_* code and fills err

@@ -146,10 +146,12 @@ static int env_int(const char *name, int lo, int hi, int *out, struct meshrun_er
 
 int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *err)
 {
+	/* Open MPI before SLURM: under mpirun inside an allocation every rank also
+	 * inherits its node daemon's SLURM_PROCID, which is not the rank. */
 	static const char *const pairs[][2] = {
 		{ "MLX_RANK", NULL },
-		{ "SLURM_PROCID", "SLURM_NTASKS" },
 		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "SLURM_PROCID", "SLURM_NTASKS" },
 	};
 
 	*size = -1;

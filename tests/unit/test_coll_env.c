@@ -100,10 +100,16 @@ static void test_env_rank(void **state)
 	assert_int_equal(rank, 3);
 	assert_int_equal(size, 4);
 	assert_string_equal(which, "OMPI_COMM_WORLD_RANK");
-	setenv("SLURM_PROCID", "1", 1); /* SLURM before Open MPI */
+	setenv("SLURM_PROCID", "1", 1); /* mpirun inside SLURM: Open MPI's rank wins */
 	setenv("SLURM_NTASKS", "2", 1);
 	assert_int_equal(mr_env_rank(&rank, &size, &which, &err), 1);
+	assert_int_equal(rank, 3);
+	assert_string_equal(which, "OMPI_COMM_WORLD_RANK");
+	unsetenv("OMPI_COMM_WORLD_RANK"); /* started by srun */
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	assert_int_equal(mr_env_rank(&rank, &size, &which, &err), 1);
 	assert_int_equal(rank, 1);
+	assert_int_equal(size, 2);
 	assert_string_equal(which, "SLURM_PROCID");
 	setenv("MLX_RANK", "0", 1); /* MLX_RANK first, no size */
 	assert_int_equal(mr_env_rank(&rank, &size, &which, &err), 1);
