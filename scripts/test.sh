@@ -8,6 +8,17 @@ cd "$(dirname "$0")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
+# Tests run as root in CI: none may replace /dev/null (or the /dev/std* links)
+# with a regular file. Checked after each suite, failing loudly.
+dev_intact() {
+	local bad=0
+	[ -c /dev/null ] || { echo "!!! /dev/null is not a character device any more: $(ls -l /dev/null)"; bad=1; }
+	for l in /dev/stdin /dev/stdout /dev/stderr; do
+		[ -L "$l" ] || [ ! -e "$l" ] || { echo "!!! $l is not a symlink any more: $(ls -l "$l")"; bad=1; }
+	done
+	return $bad
+}
+dev_intact || { echo "!!! /dev was already damaged before the tests: fix the machine first"; exit 1; }
 for cfg in plain asan; do
 	dir=build/$cfg
 	flags=(-DMESHRUN_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
@@ -19,5 +30,6 @@ for cfg in plain asan; do
 	if ! ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600; then
 		status=1
 	fi
+	dev_intact || { echo "!!! a test of the $cfg build damaged /dev (see above)"; status=1; }
 done
 exit $status

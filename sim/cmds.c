@@ -14,8 +14,10 @@
 #include "common/log.h"
 #include "common/num.h"
 #include "common/opt.h"
+#include "common/timeutil.h"
 #include "common/xalloc.h"
 #include "sim/cmd.h"
+#include "sim/cmdopts.h"
 #include "sim/net.h"
 #include "sim/plan.h"
 #include "sim/proc.h"
@@ -23,13 +25,19 @@
 #include "sim/state.h"
 #include "topo/gen.h"
 
-/* Parse options; on help print usage and return 0 with *done set. */
-static int parse(const char *cmd, const char *usage, const char *trailer,
-		 const struct mr_opt *opts, int argc, char **argv, struct mr_strvec *rest,
-		 size_t min_pos, size_t max_pos, unsigned flags, bool *done)
+/* Parse sub's options (sim/cmdopts.h) into a; on help print usage and return 0
+ * with *done set. */
+static int parse(enum mr_sim_sub sub, struct mr_sim_args *a, int argc, char **argv,
+		 struct mr_strvec *rest, size_t min_pos, size_t max_pos, unsigned flags, bool *done)
 {
+	const struct mr_optdoc_cmd *doc = mr_sim_sub_doc(sub);
+	const char *cmd = doc->name;
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	int rc = mr_opt_parse(opts, argc, argv, flags, NULL, rest, &err);
+	struct mr_opt opts[MR_SIM_MAX_OPTS];
+	int rc;
+
+	mr_sim_sub_opts(sub, a, opts);
+	rc = mr_opt_parse(opts, argc, argv, flags, NULL, rest, &err);
 
 	*done = false;
 	if (rc == MR_OPT_VERSION) {
@@ -38,7 +46,7 @@ static int parse(const char *cmd, const char *usage, const char *trailer,
 		return 0;
 	}
 	if (rc == MR_OPT_HELP) {
-		mr_opt_usage(stdout, usage, opts, trailer);
+		mr_opt_usage(stdout, doc->usage, opts, doc->trailer);
 		*done = true;
 		return 0;
 	}
@@ -66,16 +74,13 @@ int mr_sim_cmd_down(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT;
+	struct mr_sim_args a = MR_SIM_ARGS_INIT;
 	const char *name = MR_SIM_DEFAULT_NAME;
-	const struct mr_opt opts[] = { MR_OPT_END() };
 	size_t removed = 0;
 	bool done;
 	int code;
 
-	code = parse("down", "meshsim down [NAME]",
-		     "Removes every namespace, link, process and file of cluster NAME (default\n"
-		     "meshsim), also what a crashed or half-made bring-up left behind.\n",
-		     opts, argc, argv, &rest, 0, 1, 0, &done);
+	code = parse(MR_SIM_DOWN, &a, argc, argv, &rest, 0, 1, 0, &done);
 	if (code || done)
 		goto out;
 	if (rest.nr)
@@ -104,17 +109,29 @@ out:
 
 /* ---------------------------------------------------------------- status */
 
+/*
+ * The pid in <host>/sshd.pid, or 0 while there is none. sshd creates the file
+ * and writes "PID\n" into it a moment later, so an empty file or one without
+ * its newline yet is "not written yet", never a pid (and the buffer, which
+ * may be the read-only "" of mr_buf_cstr(), is only read).
+ */
 static pid_t read_pid(const char *state, const char *host)
 {
 	char *p = xasprintf("%s/%s/sshd.pid", state, host);
 	struct mr_buf b = MR_BUF_INIT;
+	char line[32];
+	size_t n;
 	int64_t v = 0;
 
 	if (mr_read_file(p, 64, &b, NULL) == 0) {
-		char *s = (char *)mr_buf_cstr(&b);
-		s[strcspn(s, "\r\n")] = '\0';
-		if (mr_parse_i64(s, 2, INT32_MAX, &v) < 0)
-			v = 0;
+		const char *s = mr_buf_cstr(&b);
+		n = strcspn(s, "\r\n");
+		if (s[n] && n < sizeof(line)) {
+			memcpy(line, s, n);
+			line[n] = '\0';
+			if (mr_parse_i64(line, 2, INT32_MAX, &v) < 0)
+				v = 0;
+		}
 	}
 	mr_buf_release(&b);
 	free(p);
@@ -125,16 +142,14 @@ int mr_sim_cmd_status(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT, faults = MR_STRVEC_INIT;
+	struct mr_sim_args a = MR_SIM_ARGS_INIT;
 	const char *name = MR_SIM_DEFAULT_NAME;
-	const struct mr_opt opts[] = { MR_OPT_END() };
 	struct mr_sim_state *st = NULL;
 	char *state = NULL;
 	bool done;
 	int code;
 
-	code = parse("status", "meshsim status [NAME]",
-		     "Shows the hosts (namespace, addresses, sshd), cables and faults of NAME.\n",
-		     opts, argc, argv, &rest, 0, 1, 0, &done);
+	code = parse(MR_SIM_STATUS, &a, argc, argv, &rest, 0, 1, 0, &done);
 	if (code || done)
 		goto out;
 	if (rest.nr)
@@ -201,11 +216,8 @@ int mr_sim_cmd_exec(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT;
-	const char *name = MR_SIM_DEFAULT_NAME;
-	const struct mr_opt opts[] = {
-		MR_OPT_STRING_D('n', "name", &name, "NAME", MR_SIM_DEFAULT_NAME, "cluster name"),
-		MR_OPT_END(),
-	};
+	struct mr_sim_args a = MR_SIM_ARGS_INIT;
+	const char *name;
 	struct mr_sim_state *st = NULL;
 	struct mr_buf path = MR_BUF_INIT;
 	char *ns = NULL, *nspath = NULL, *state = NULL, *hdir = NULL;
@@ -213,12 +225,10 @@ int mr_sim_cmd_exec(int argc, char **argv)
 	bool done;
 	int code;
 
-	code = parse("exec", "meshsim exec [--name NAME] HOST -- COMMAND [ARG...]",
-		     "Runs COMMAND in HOST's namespace with its shims first on PATH; exits with\n"
-		     "COMMAND's status (127 when it cannot be run).\n",
-		     opts, argc, argv, &rest, 2, SIZE_MAX, MR_OPT_STOP_AT_NONOPT, &done);
+	code = parse(MR_SIM_EXEC, &a, argc, argv, &rest, 2, SIZE_MAX, MR_OPT_STOP_AT_NONOPT, &done);
 	if (code || done)
 		goto out;
+	name = a.name;
 	code = MR_SIM_EXIT_FAIL;
 	if (need_root("exec"))
 		goto out;
@@ -360,8 +370,14 @@ static int fault_host(struct fault_ctx *f, const char *host, bool start, struct 
 		unlink(pidf);
 		rc = mr_sim_run(NULL, err, "start sshd", "ip", "netns", "exec", ns,
 				sshd ? sshd : "/usr/sbin/sshd", "-f", cfg, "-E", log, NULL);
-		for (int i = 0; rc == 0 && i < 1000 && read_pid(f->state, host) == 0; i++)
-			usleep(5000);
+		/* the daemon writes its pid file just after the parent returned */
+		int64_t deadline = mr_now_ms() + 10000;
+		while (rc == 0 && read_pid(f->state, host) == 0 && mr_ms_left(deadline) > 0)
+			mr_sleep_ms(5);
+		if (rc == 0 && !mr_sim_pid_in_netns(read_pid(f->state, host), ns))
+			rc = mr_err_set(err, MESHRUN_E_TIMEOUT,
+					"host '%s': sshd wrote no pid file '%s' (see %s)", host, pidf,
+					log);
 		free(pidf);
 	}
 	if (rc == 0) {
@@ -450,26 +466,17 @@ int mr_sim_cmd_fault(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT;
-	const char *name = MR_SIM_DEFAULT_NAME;
-	const struct mr_opt opts[] = {
-		MR_OPT_STRING_D('n', "name", &name, "NAME", MR_SIM_DEFAULT_NAME, "cluster name"),
-		MR_OPT_END(),
-	};
+	struct mr_sim_args a = MR_SIM_ARGS_INIT;
+	const char *name;
 	struct fault_ctx f = { NULL, NULL, NULL };
 	const char *what;
 	bool done;
 	int code, rc;
 
-	code = parse("fault", "meshsim fault [--name NAME] FAULT ARGS",
-		     "Faults:\n"
-		     "  unplug HOST:IF | plug HOST:IF   cable down/up (both ends)\n"
-		     "  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
-		     "  nosudo HOST | sudo HOST          sudo fails as 'sudo -n' does / works again\n"
-		     "  latency HOST:IF DELAY            tc netem delay on that end (0 removes it)\n"
-		     "Exit status 3: not supported by this kernel (latency without sch_netem).\n",
-		     opts, argc, argv, &rest, 2, 3, 0, &done);
+	code = parse(MR_SIM_FAULT, &a, argc, argv, &rest, 2, 3, 0, &done);
 	if (code || done)
 		goto out;
+	name = a.name;
 	code = MR_SIM_EXIT_FAIL;
 	if (need_root("fault"))
 		goto out;
@@ -514,22 +521,16 @@ int mr_sim_cmd_gen(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT;
-	const char *outdir = NULL;
-	const struct mr_opt opts[] = {
-		MR_OPT_STRING('o', "output", &outdir, "DIR", "folder to write the fixture set into"),
-		MR_OPT_END(),
-	};
+	struct mr_sim_args a = MR_SIM_ARGS_INIT;
+	const char *outdir;
 	struct mr_topo_genset *g = NULL;
 	bool done;
 	int code;
 
-	code = parse("gen", "meshsim gen TOPOLOGY -o DIR",
-		     "Writes a fixture set (cluster.json, <host>/system_profiler.json,\n"
-		     "networksetup.txt, ibv_devices.txt) for TOPOLOGY: mesh:N, ring:N,\n"
-		     "ring:N,cables=2, mesh:N,missing=h1-h3, ring:N,nordma=h2, speed=40.\n",
-		     opts, argc, argv, &rest, 1, 1, 0, &done);
+	code = parse(MR_SIM_GEN, &a, argc, argv, &rest, 1, 1, 0, &done);
 	if (code || done)
 		goto out;
+	outdir = a.output;
 	if (!outdir) {
 		mr_error("meshsim gen: missing -o DIR");
 		code = MR_SIM_EXIT_USAGE;

@@ -12,18 +12,13 @@
 #include "common/log.h"
 #include "common/optdoc.h"
 #include "sim/cmd.h"
+#include "sim/cmdopts.h"
 
-static const struct {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-	const char *help;
-} cmds[] = {
-	{ "up", mr_sim_cmd_up, "FIXTURE_DIR|TOPOLOGY [--name NAME]  bring a cluster up (root)" },
-	{ "down", mr_sim_cmd_down, "[NAME]                        remove everything it made" },
-	{ "status", mr_sim_cmd_status, "[NAME]                      hosts, cables, addresses, faults" },
-	{ "exec", mr_sim_cmd_exec, "[--name NAME] HOST -- CMD...   run a command in a host" },
-	{ "fault", mr_sim_cmd_fault, "[--name NAME] FAULT ARGS     unplug/plug, stop/start, nosudo/sudo, latency" },
-	{ "gen", mr_sim_cmd_gen, "TOPOLOGY -o DIR                write a generated fixture set" },
+/* Indexed by enum mr_sim_sub; the texts and tables are in sim/cmdopts.c. */
+static int (*const cmd_fn[MR_SIM_NSUB])(int argc, char **argv) = {
+	[MR_SIM_UP] = mr_sim_cmd_up,         [MR_SIM_DOWN] = mr_sim_cmd_down,
+	[MR_SIM_STATUS] = mr_sim_cmd_status, [MR_SIM_EXEC] = mr_sim_cmd_exec,
+	[MR_SIM_FAULT] = mr_sim_cmd_fault,   [MR_SIM_GEN] = mr_sim_cmd_gen,
 };
 
 static const char trailer[] =
@@ -36,40 +31,38 @@ static const char trailer[] =
 	"  3  not supported by this kernel (fault latency without sch_netem)\n"
 	"  exec passes the command's own status through\n";
 
+/* "  up      FIXTURE_DIR|TOPOLOGY [--name NAME]  bring a cluster up (root)" */
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: meshsim COMMAND [ARGS]   (meshsim COMMAND --help for more)\n\n");
-	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++)
-		fprintf(f, "  %-7s %s\n", cmds[i].name, cmds[i].help);
+	for (int i = 0; i < MR_SIM_NSUB; i++) {
+		const struct mr_optdoc_cmd *c = mr_sim_sub_doc((enum mr_sim_sub)i);
+		const char *args = c->usage + strlen("meshsim ") + strlen(c->name);
+
+		args += strspn(args, " ");
+		fprintf(f, "  %-7s %-38s %s\n", c->name, args, c->summary);
+	}
 	fprintf(f, "\n%s", trailer);
 }
 
 /*
- * Hidden --help-man/--help-markdown/--help-bash (common/optdoc.h): the table
- * above, each subcommand's own --help, and the trailer. cmds[i].help is
- * "ARGS  summary": split at the first run of two spaces.
+ * Hidden --help-man/--help-markdown/--help-bash (common/optdoc.h): meshsim's
+ * own --help and --version, then every subcommand's table (sim/cmdopts.h).
  */
 static int doc_main(int argc, char **argv)
 {
-	struct mr_optdoc_cmd dc[1 + ARRAY_SIZE(cmds)];
-	char syn[ARRAY_SIZE(cmds)][160];
+	static const struct mr_opt top_opts[] = { MR_OPT_END() };
+	struct mr_optdoc_cmd dc[1 + MR_SIM_NSUB];
 	struct mr_optdoc d = { "meshsim", MESHRUN_VERSION,
 			       "simulated Thunderbolt clusters of Macs in Linux network namespaces",
 			       dc, ARRAY_SIZE(dc), false };
 
 	memset(dc, 0, sizeof(dc));
 	dc[0].usage = "meshsim COMMAND [ARGS]";
+	dc[0].opts = top_opts;
 	dc[0].trailer = trailer;
-	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
-		const char *h = cmds[i].help, *gap = strstr(h, "  ");
-		size_t n = gap ? (size_t)(gap - h) : strlen(h);
-
-		snprintf(syn[i], sizeof(syn[i]), "meshsim %s %.*s", cmds[i].name, (int)n, h);
-		dc[i + 1].name = cmds[i].name;
-		dc[i + 1].usage = syn[i];
-		dc[i + 1].summary = gap ? gap + strspn(gap, " ") : NULL;
-		dc[i + 1].run_help = cmds[i].fn;
-	}
+	for (int i = 0; i < MR_SIM_NSUB; i++)
+		dc[i + 1] = *mr_sim_sub_doc((enum mr_sim_sub)i);
 	return mr_optdoc_main(argc, argv, &d);
 }
 
@@ -93,9 +86,9 @@ int main(int argc, char **argv)
 		printf("meshsim %s\n", MESHRUN_VERSION);
 		return 0;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++)
-		if (!strcmp(argv[1], cmds[i].name))
-			return cmds[i].fn(argc - 1, argv + 1);
+	for (int i = 0; i < MR_SIM_NSUB; i++)
+		if (!strcmp(argv[1], mr_sim_sub_doc((enum mr_sim_sub)i)->name))
+			return cmd_fn[i](argc - 1, argv + 1);
 	mr_error("meshsim: unknown command '%s'", argv[1]);
 	usage(stderr);
 	return 2;

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,19 @@ int mr_sim_exit_code(int status)
 	return 255;
 }
 
+/* Close every descriptor >= lowfd; async-signal-safe (for a forked child). */
+static void close_fds_from(int lowfd)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+		return;
+#endif
+	long max = sysconf(_SC_OPEN_MAX);
+
+	for (int fd = lowfd; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+		close(fd);
+}
+
 /* Fork one job; only async-signal-safe calls in the child. */
 static int job_start(struct mr_sim_job *j, struct meshrun_err *err)
 {
@@ -109,6 +123,9 @@ static int job_start(struct mr_sim_job *j, struct meshrun_err *err)
 			dup2(devnull, 0);
 		dup2(p[1], 1);
 		dup2(p[1], 2);
+		/* no descriptor of our caller (a test's pipe, a terminal) may live on
+		 * in a daemon such as sshd: only 0, 1 and 2 go to the job */
+		close_fds_from(3);
 		signal(SIGPIPE, SIG_DFL); /* meshsim ignores it; its children must not */
 		execv(path, j->argv.v);
 		_exit(127);
@@ -159,6 +176,13 @@ static void job_fail(struct mr_sim_job *j, struct meshrun_err *err)
 int mr_sim_run_jobs(struct mr_sim_job *jobs, size_t n, unsigned maxpar, int timeout_ms,
 		    unsigned flags, struct meshrun_err *err)
 {
+	return mr_sim_run_jobs_cb(jobs, n, maxpar, timeout_ms, flags, NULL, NULL, err);
+}
+
+int mr_sim_run_jobs_cb(struct mr_sim_job *jobs, size_t n, unsigned maxpar, int timeout_ms,
+		       unsigned flags, void (*on_done)(struct mr_sim_job *j, void *ctx), void *ctx,
+		       struct meshrun_err *err)
+{
 	struct pollfd *pfd = xcalloc(maxpar ? maxpar : 1, sizeof(*pfd));
 	size_t *idx = xcalloc(maxpar ? maxpar : 1, sizeof(*idx));
 	int64_t deadline = mr_now_ms() + timeout_ms;
@@ -177,6 +201,8 @@ int mr_sim_run_jobs(struct mr_sim_job *jobs, size_t n, unsigned maxpar, int time
 				failed = true;
 				jobs[next].done = true;
 				ndone++;
+				if (on_done)
+					on_done(&jobs[next], ctx);
 				next++;
 				if (!keep)
 					break;
@@ -224,6 +250,8 @@ int mr_sim_run_jobs(struct mr_sim_job *jobs, size_t n, unsigned maxpar, int time
 				rc = MESHRUN_E_SYS;
 				failed = true;
 			}
+			if (on_done)
+				on_done(j, ctx);
 		}
 		if (!killed && mr_ms_left(deadline) == 0) {
 			for (size_t i = 0; i < next; i++)

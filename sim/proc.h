@@ -42,6 +42,15 @@ enum { MR_SIM_KEEP_GOING = 1 << 0 }; /* start every job even after a failure */
 
 int mr_sim_run_jobs(struct mr_sim_job *jobs, size_t n, unsigned maxpar, int timeout_ms,
 		    unsigned flags, struct meshrun_err *err);
+/*
+ * The same, calling on_done (may be NULL) once for every job as it ends: reaped
+ * (j->status set), killed at the deadline (reported when reaped), or failed to
+ * start (j->started false). Jobs never started after a failure are not reported.
+ * on_done must not start jobs itself.
+ */
+int mr_sim_run_jobs_cb(struct mr_sim_job *jobs, size_t n, unsigned maxpar, int timeout_ms,
+		       unsigned flags, void (*on_done)(struct mr_sim_job *j, void *ctx), void *ctx,
+		       struct meshrun_err *err);
 
 /* One command (label, argv...). Output (when out is non-NULL) is appended to out. */
 int mr_sim_run(struct mr_buf *out, struct meshrun_err *err, const char *label, ...);

@@ -32,6 +32,7 @@
 #include "common/timeutil.h"
 #include "common/xalloc.h"
 #include "sim/cmd.h"
+#include "sim/cmdopts.h"
 #include "sim/model.h"
 #include "sim/net.h"
 #include "sim/plan.h"
@@ -52,6 +53,7 @@ struct up {
 	char (*addr)[16];             /* per host management address */
 	char **hdir;                  /* per host state folder */
 	bool made;                    /* something was created: tear down on failure */
+	struct mr_progress *pg;       /* the step line: hosts done / total per phase */
 };
 
 static bool subnet_used_locally(unsigned k)
@@ -262,12 +264,49 @@ static int write_cluster_files(struct up *u, struct meshrun_err *err)
 	return rc;
 }
 
-static int run_phase(struct mr_sim_job *jobs, size_t n, struct meshrun_err *err)
-{
-	int rc = mr_sim_run_jobs(jobs, n, MAXPAR, JOB_TIMEOUT_MS, 0, err);
+/* A phase's jobs and the hosts they work for, for the progress line. */
+struct phase {
+	struct up *u;
+	struct mr_sim_job *jobs;
+	const size_t *host; /* per job: its host index, or SIZE_MAX; NULL: job i is host i */
+	size_t *left;       /* per host: its jobs not ended yet */
+	size_t done;        /* hosts with nothing left */
+};
 
+/* A job ended: its host is done once all of its jobs are. */
+static void phase_job_done(struct mr_sim_job *j, void *ctx)
+{
+	struct phase *ph = ctx;
+	size_t i = (size_t)(j - ph->jobs), h = ph->host ? ph->host[i] : i;
+
+	if (h == SIZE_MAX || !ph->left[h] || --ph->left[h])
+		return;
+	ph->done++;
+	mr_progress_update(ph->u->pg, ph->done, ph->u->cl->hosts[h].name);
+}
+
+/* Run (and release) a phase's jobs; host as in struct phase. */
+static int run_phase(struct up *u, struct mr_sim_job *jobs, size_t n, const size_t *host,
+		     struct meshrun_err *err)
+{
+	size_t nh = u->cl->nhosts;
+	struct phase ph = { u, jobs, host, xcalloc(nh ? nh : 1, sizeof(*ph.left)), 0 };
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t h = host ? host[i] : i;
+		if (h < nh)
+			ph.left[h]++;
+	}
+	for (size_t h = 0; h < nh; h++)
+		ph.done += ph.left[h] == 0; /* nothing to do here in this phase */
+	if (u->pg && ph.done)
+		mr_progress_update(u->pg, ph.done, NULL);
+	rc = mr_sim_run_jobs_cb(jobs, n, MAXPAR, JOB_TIMEOUT_MS, 0, u->pg ? phase_job_done : NULL,
+				&ph, err);
 	for (size_t i = 0; i < n; i++)
 		mr_sim_job_release(&jobs[i]);
+	free(ph.left);
 	return rc;
 }
 
@@ -275,21 +314,25 @@ static int make_keys(struct up *u, struct meshrun_err *err)
 {
 	size_t n = u->cl->nhosts + 1;
 	struct mr_sim_job *jobs = xcalloc(n, sizeof(*jobs));
+	size_t *host = xcalloc(n, sizeof(*host));
 	char *p = xasprintf("%s/id_ed25519", u->state);
 	int rc;
 
 	mr_sim_job_set(&jobs[0], "user key", "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
 		       "meshsim", "-f", p, NULL);
 	free(p);
+	host[0] = SIZE_MAX; /* the user key belongs to no host */
 	for (size_t i = 0; i < u->cl->nhosts; i++) {
 		char *label = xasprintf("host '%s': host key", u->cl->hosts[i].name);
+		host[i + 1] = i;
 		p = xasprintf("%s/ssh_host_ed25519_key", u->hdir[i]);
 		mr_sim_job_set(&jobs[i + 1], label, "ssh-keygen", "-q", "-t", "ed25519", "-N", "",
 			       "-C", u->cl->hosts[i].name, "-f", p, NULL);
 		free(p);
 		free(label);
 	}
-	rc = run_phase(jobs, n, err);
+	rc = run_phase(u, jobs, n, host, err);
+	free(host);
 	free(jobs);
 	return rc;
 }
@@ -317,7 +360,7 @@ static int make_network(struct up *u, struct meshrun_err *err)
 		free(script);
 		free(label);
 	}
-	rc = run_phase(jobs, n, err);
+	rc = run_phase(u, jobs, n, NULL, err);
 	free(jobs);
 	return rc;
 }
@@ -384,7 +427,7 @@ static int start_sshds(struct up *u, struct meshrun_err *err)
 		free(log);
 	}
 	free(sshd);
-	rc = run_phase(jobs, n, err);
+	rc = run_phase(u, jobs, n, NULL, err);
 	free(jobs);
 	if (rc < 0)
 		return rc;
@@ -425,7 +468,7 @@ static bool rxe_available(void)
 static int make_rxe(struct up *u, struct meshrun_err *err)
 {
 	struct mr_sim_job *jobs = NULL;
-	size_t n = 0;
+	size_t *host = NULL, n = 0;
 	int rc;
 
 	if (!rxe_available()) {
@@ -434,6 +477,7 @@ static int make_rxe(struct up *u, struct meshrun_err *err)
 		return 0;
 	}
 	jobs = xcalloc(2 * u->cl->ncables + 1, sizeof(*jobs));
+	host = xcalloc(2 * u->cl->ncables + 1, sizeof(*host));
 	for (size_t c = 0; c < u->cl->ncables; c++) {
 		const struct mr_sim_cable *k = &u->cl->cables[c];
 		for (int side = 0; side < 2; side++) {
@@ -445,6 +489,7 @@ static int make_rxe(struct up *u, struct meshrun_err *err)
 				listed |= !strcmp(u->cl->hosts[h].rdma.v[r], dev);
 			if (listed) {
 				char *label = xasprintf("host '%s': soft-RoCE %s", u->cl->hosts[h].name, dev);
+				host[n] = h;
 				mr_sim_job_set(&jobs[n++], label, "ip", "netns", "exec", u->ns[h], "rdma",
 					       "link", "add", dev, "type", "rxe", "netdev", ifn, NULL);
 				free(label);
@@ -452,7 +497,8 @@ static int make_rxe(struct up *u, struct meshrun_err *err)
 			free(dev);
 		}
 	}
-	rc = run_phase(jobs, n, err);
+	rc = run_phase(u, jobs, n, host, err);
+	free(host);
 	free(jobs);
 	if (rc == 0)
 		u->st.rxe = true;
@@ -540,6 +586,7 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 	u->made = true;
 	rc = mkdir_p(u->state, 0755, err);
 	mr_progress_init(&pg, stderr, "meshsim up", 6, -1);
+	u->pg = &pg;
 	if (rc == 0)
 		rc = up_step(&pg, "state files", 0, write_cluster_files, u, err);
 	if (rc == 0)
@@ -553,6 +600,7 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 	if (rc == 0)
 		rc = up_step(&pg, "soft-RoCE", u->cl->nhosts, make_rxe, u, err);
 	mr_progress_finish(&pg);
+	u->pg = NULL;
 	if (rc == 0) {
 		/* record the soft-RoCE outcome */
 		struct mr_buf b = MR_BUF_INIT;
@@ -601,25 +649,23 @@ int mr_sim_cmd_up(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT;
-	const char *name = MR_SIM_DEFAULT_NAME;
+	const struct mr_optdoc_cmd *doc = mr_sim_sub_doc(MR_SIM_UP);
+	struct mr_sim_args a = MR_SIM_ARGS_INIT;
+	const char *name;
 	struct up u;
 	int rc, code = 0;
-	const struct mr_opt opts[] = {
-		MR_OPT_STRING_D('n', "name", &name, "NAME", MR_SIM_DEFAULT_NAME,
-				"cluster name: namespaces NAME-<host>, state in $MESHSIM_STATE_DIR/NAME"),
-		MR_OPT_END(),
-	};
+	struct mr_opt opts[MR_SIM_MAX_OPTS];
 
 	memset(&u, 0, sizeof(u));
+	mr_sim_sub_opts(MR_SIM_UP, &a, opts);
 	rc = mr_opt_parse(opts, argc, argv, 0, NULL, &rest, &err);
+	name = a.name;
 	if (rc == MR_OPT_VERSION) {
 		printf("meshsim %s\n", MESHRUN_VERSION);
 		goto out;
 	}
 	if (rc == MR_OPT_HELP) {
-		mr_opt_usage(stdout, "meshsim up FIXTURE_DIR|TOPOLOGY [--name NAME]", opts,
-			     "Brings up one network namespace and sshd per host of the fixture folder\n"
-			     "(or of a generated topology: mesh:4, ring:8,cables=2, ...). Needs root.\n");
+		mr_opt_usage(stdout, doc->usage, opts, doc->trailer);
 		goto out;
 	}
 	if (rc == 0 && rest.nr != 1)

@@ -8,7 +8,9 @@
  * the ring uses carry the bytes. For a buffer of S bytes every rank sends
  * B = S * 2(n-1)/n bytes, half to each neighbour, and receives as much, all
  * at once from one poll loop over non-blocking sockets (TCP_NODELAY, default
- * buffers) - the bytes a ring all-reduce of S must move, without the
+ * buffers, the congestion control libmeshrun's ring sets on its data
+ * connections: --cc, default reno; "system" keeps the namespace's default)
+ * - the bytes a ring all-reduce of S must move, without the
  * reductions or the step structure. Rows (bench_common.h) name "tcp-raw"; the
  * driver's busbw of a row, S/t * 2(n-1)/n = B/t, is the per-rank TCP
  * throughput when every rank sends and receives at once, i.e. the busbw
@@ -35,6 +37,7 @@
 struct opts {
 	const char *sizes;
 	const char *label;
+	const char *cc;
 	int repeats;
 };
 
@@ -50,15 +53,18 @@ static int die(const char *what, int rank)
 	return -1;
 }
 
-static void nodelay(int fd)
+static void tune(int fd, const char *cc)
 {
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (strcmp(cc, "system") != 0 &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) < 0)
+		fprintf(stderr, "bench-tcp-raw: TCP congestion control '%s': %s (keeping the system's)\n", cc, strerror(errno));
 }
 
-/* Listen on me, connect to right, accept left; both fds blocking, NODELAY. */
-static int setup(const struct mr_ring_hosts *h, int rank, int *lfd, int *rfd)
+/* Listen on me, connect to right, accept left; both fds blocking, NODELAY, cc. */
+static int setup(const struct mr_ring_hosts *h, int rank, const char *cc, int *lfd, int *rfd)
 {
 	const struct mr_ring_addr *me = MR_RING_ADDR(h, rank, 0);
 	const struct mr_ring_addr *right = MR_RING_ADDR(h, (rank + 1) % h->nranks, 0);
@@ -98,8 +104,8 @@ static int setup(const struct mr_ring_hosts *h, int rank, int *lfd, int *rfd)
 		return -1;
 	}
 	close(ls);
-	nodelay(*lfd);
-	nodelay(*rfd);
+	tune(*lfd, cc);
+	tune(*rfd, cc);
 	return 0;
 }
 
@@ -201,11 +207,12 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct opts o = { BENCH_DEFAULT_SIZES, "tcp-raw", 5 };
+	struct opts o = { BENCH_DEFAULT_SIZES, "tcp-raw", "reno", 5 };
 	const struct mr_opt table[] = {
 		MR_OPT_STRING_D(0, "sizes", &o.sizes, "LIST", BENCH_DEFAULT_SIZES, "buffer sizes in bytes (K/M/G suffixes)"),
 		MR_OPT_INT_D(0, "repeats", &o.repeats, "N", 1, 1000, "5", "timed rounds per size"),
 		MR_OPT_STRING_D(0, "label", &o.label, "NAME", "tcp-raw", "name in the rows"),
+		MR_OPT_STRING_D(0, "cc", &o.cc, "NAME", "reno", "TCP congestion control of the links (as libmeshrun's ring; 'system': the default)"),
 		MR_OPT_END(),
 	};
 	struct meshrun_err err = MESHRUN_ERR_INIT;
@@ -236,7 +243,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-tcp-raw: MLX_RANK=%d but '%s' lists %d ranks (need >= 2)\n", rank, hf, hosts.nranks);
 		goto out;
 	}
-	if (setup(&hosts, rank, &lfd, &rfd) < 0)
+	if (setup(&hosts, rank, o.cc, &lfd, &rfd) < 0)
 		goto out;
 	rc = run(&o, &sz, rank, hosts.nranks, lfd, rfd) < 0 ? 1 : 0;
 out:

@@ -6,6 +6,7 @@
 #   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
 #       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
 #       [--peers ours,openmpi,gloo,tcp-raw] [--conns 1] [--no-deps] [--no-build]
+#       [--ring-cc NAME] [--sys-cc NAME] [--nice N]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
 # network namespaces mrb-r0..mrb-r<n-1> with one rank each; neighbours are
@@ -36,6 +37,18 @@
 # once (half each way per link); its "busbw" is the per-rank TCP throughput,
 # the bound for a ring all-reduce.
 #
+# TCP congestion control: libmeshrun's ring sets reno on its data
+# connections (MESHRUN_RING_TCP_CC; BBR, a common system default, paces every
+# socket from a timer and costs a fifth of the CPU per byte here); tcp-raw
+# uses the same (--cc), so the bound is measured under the TCP that ours
+# gets. --ring-cc NAME sets both ("system": the namespace default). Open MPI
+# and Gloo keep the namespace default, i.e. the system's, unless --sys-cc NAME
+# sets that default in every rank namespace for all peers (netns mode; the
+# kernel allows a namespace only a name in tcp_allowed_congestion_control,
+# e.g. reno): the check that a win is not just the congestion control. --nice N runs every
+# peer's ranks at that niceness (all peers alike; a busy shared machine
+# otherwise decides the numbers). env.txt records all three.
+#
 # Output in --out (default <build>/bench-out/allreduce-<time>):
 # raw.csv (every round), summary.csv (medians), compare.csv (ratios),
 # busbw.png (busbw vs size, one panel per rank count), env.txt (machine/load),
@@ -53,6 +66,9 @@ build=$root/build-bench
 mode=netns
 peers=ours,openmpi,gloo,tcp-raw
 conns=1
+ring_cc=""
+sys_cc=""
+nice_n=0
 deps=1
 do_build=1
 port_base=29500
@@ -76,6 +92,9 @@ while [ $# -gt 0 ]; do
 	--mode) mode=$2; shift ;;
 	--peers) peers=$2; shift ;;
 	--conns) conns=$2; shift ;;
+	--ring-cc) ring_cc=$2; shift ;;
+	--sys-cc) sys_cc=$2; shift ;;
+	--nice) nice_n=$2; shift ;;
 	--no-deps) deps=0 ;;
 	--no-build) do_build=0 ;;
 	-h|--help) usage 0 ;;
@@ -87,6 +106,17 @@ done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: expected a positive number, got '$repeats'"
 [[ $passes =~ ^[1-9][0-9]*$ ]] || die "--passes: expected a positive number, got '$passes'"
 [[ $conns =~ ^[1-8]$ ]] || die "--conns: expected 1..8, got '$conns'"
+[[ -z $ring_cc || $ring_cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--ring-cc: expected a congestion control name like reno, got '$ring_cc'"
+[[ -z $sys_cc || $sys_cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--sys-cc: expected a congestion control name like reno, got '$sys_cc'"
+[[ $nice_n =~ ^-?[0-9]+$ ]] && [ "$nice_n" -ge -20 ] && [ "$nice_n" -le 19 ] || die "--nice: expected -20..19, got '$nice_n'"
+if [ -n "$sys_cc" ] && [ "$mode" != netns ]; then
+	die "--sys-cc needs --mode netns (it sets the rank namespaces' default)"
+fi
+if [ -n "$sys_cc" ] && ! grep -qw -- "$sys_cc" /proc/sys/net/ipv4/tcp_available_congestion_control; then
+	modprobe "tcp_$sys_cc" 2>/dev/null || true
+	grep -qw -- "$sys_cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
+		die "--sys-cc: '$sys_cc' is not available (tcp_available_congestion_control: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+fi
 [[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die "--sizes: expected a list like 4K,1M, got '$sizes'"
 case $mode in netns|loopback) ;; *) die "--mode: netns or loopback, got '$mode'" ;; esac
 for n in ${ranks_list//,/ }; do
@@ -171,6 +201,8 @@ setup_ring() {
 		ip -n "$(ns_of $r)" link set lo up
 		ip netns exec "$(ns_of $r)" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
 			net.ipv4.conf.default.rp_filter=0
+		[ -z "$sys_cc" ] || ip netns exec "$(ns_of $r)" sysctl -qw "net.ipv4.tcp_congestion_control=$sys_cc" ||
+			die "--sys-cc $sys_cc: a namespace may only default to one in net.ipv4.tcp_allowed_congestion_control ($(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control))"
 	done
 	nlinks=$n
 	[ "$n" = 2 ] && nlinks=1
@@ -209,7 +241,7 @@ setup_ring() {
 # in_rank R cmd...: run cmd as rank R's process (in its namespace)
 in_rank() {
 	local r=$1; shift
-	if [ "$mode" = netns ]; then ip netns exec "$(ns_of "$r")" "$@"; else "$@"; fi
+	if [ "$mode" = netns ]; then nice -n "$nice_n" ip netns exec "$(ns_of "$r")" "$@"; else nice -n "$nice_n" "$@"; fi
 }
 
 write_hostfile() { # n port file
@@ -277,8 +309,8 @@ run_peer_inner() { # peer n
 	write_hostfile "$n" "$port" "$hf"
 	info "n=$n pass $pass: $peer"
 	case $peer in
-	ours) run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
-	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" ;;
+	ours) MESHRUN_RING_TCP_CC=$ring_cc run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
+	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" ;;
 	gloo)
 		local store=$out/logs/gloo-store-n$n-p$pass r status=0 s
 		rm -rf "$store"; mkdir -p "$store"
@@ -305,7 +337,7 @@ run_peer_inner() { # peer n
 		else
 			ifs=lo
 		fi
-		if mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
+		if nice -n "$nice_n" mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
 			--mca mpi_yield_when_idle 1 --mca btl tcp,self --mca btl_tcp_if_include "$ifs" \
 			"${wrap[@]}" "$bin/bench-ar-mpi" --sizes "$sizes" --repeats "$repeats" \
 			>"$log.out" 2>"$log.err" </dev/null; then
@@ -329,6 +361,7 @@ port=$port_base
 	echo "date: $(date -Is)"
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns"
+	echo "tcp congestion control: ours and tcp-raw ${ring_cc:-reno}; openmpi and gloo: ${sys_cc:-the system default, $(cat /proc/sys/net/ipv4/tcp_congestion_control)}; nice: $nice_n"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	mpirun --version 2>/dev/null | head -1 || true
 	dpkg-query -W -f='gloo: ${Version}\n' libgloo-dev 2>/dev/null || true

@@ -2,6 +2,8 @@
 # Time `meshconfig --simulate` (discovery parse, topology, ring search, plan,
 # hostfile, and with --auto-setup the simulated apply + ping batches) on generated
 # clusters. Prints the median of RUNS runs per case. Usage: run.sh [BUILD_DIR] [RUNS]
+# Then (root, meshsim built) seq.sh: a 32-host meshsim ring configured over ssh by
+# meshconfig vs the same commands one ssh after another (the seed's way), once.
 set -euo pipefail
 build=${1:-build}
 runs=${2:-5}
@@ -43,3 +45,9 @@ for spec in mesh:12 mesh:64 ring:64; do
 			"$(awk -v us="$med" 'BEGIN {print us / 1000}')" "${rss/#0/n/a}"
 	done
 done
+
+# the root-only part: real sshd in meshsim hosts (seq.sh says why when it cannot run)
+if [ -x "$build/bin/meshsim" ]; then
+	echo
+	"$(dirname "$0")/seq.sh" "$build" ring:32 1
+fi

@@ -119,6 +119,7 @@ struct mr_jaccl_side {
 	int rank, size;
 	int *fd;                    /* rank 0: fd[r] for r >= 1; others: fd[0] */
 	bool *gone;                 /* the peer closed its side channel */
+	bool aborted;               /* a failure was sent or received: abort no more */
 	int64_t timeout_ms;
 	char token[MR_TOKEN_MAX];
 	size_t token_len;
@@ -131,7 +132,9 @@ void mr_jaccl_side_close(struct mr_jaccl_side *s);
 /*
  * All-gather of one blob per rank (each <= MR_JACCL_MAX_BLOB). On success
  * *out is a malloc'ed array of size blobs (out[r].data malloc'ed, freed by
- * mr_jaccl_blobs_free). With len 0 everywhere this is a barrier.
+ * mr_jaccl_blobs_free). With len 0 everywhere this is a barrier. When a rank
+ * joined it with mr_jaccl_side_fail(), every rank gets MESHRUN_E_PEER with
+ * that rank's message; when rank 0 loses a rank, it tells the others why.
  */
 struct mr_jaccl_blob {
 	unsigned char *data;
@@ -150,6 +153,15 @@ void mr_jaccl_blobs_free(struct mr_jaccl_blob *b, int n);
 int mr_jaccl_side_event(struct mr_jaccl_side *s, int idx, int *gone, struct meshrun_err *err);
 /* Tell the others (through rank 0) that this rank failed with msg; best effort. */
 void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg);
+/*
+ * This rank failed during setup (msg says why, naming the device): take part
+ * in the all-gather every other rank is in, as a failure. Rank 0 still
+ * collects every rank's contribution and then answers each rank with the
+ * first failure (its own or one another rank sent), so every rank's
+ * mr_jaccl_side_allgather() fails with that message (MESHRUN_E_PEER) instead
+ * of with a broken pipe. Best effort, bounded by the timeout.
+ */
+void mr_jaccl_side_fail(struct mr_jaccl_side *s, const char *msg);
 
 /* Framing of the all-gather result rank 0 sends: n x (u32 len, bytes). */
 size_t mr_jaccl_blobs_encode(const struct mr_jaccl_blob *b, int n, unsigned char *buf);

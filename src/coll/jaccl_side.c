@@ -362,30 +362,33 @@ static const char *who(int r, char *buf, size_t n)
 	return buf;
 }
 
-int mr_jaccl_side_allgather(struct mr_jaccl_side *s, const void *mine, size_t len,
-			    struct mr_jaccl_blob **out, struct meshrun_err *err)
+/* Rank 0 answers every other rank with an abort carrying msg (best effort). */
+static void answer_abort(struct mr_jaccl_side *s, const char *msg)
+{
+	size_t len = MR_MIN(strlen(msg), (size_t)MR_FRAME_MAX_ABORT);
+	char w[32];
+
+	for (int r = 1; r < s->size; r++)
+		if (s->fd[r] >= 0)
+			(void)send_frame(s->fd[r], MR_FRAME_ABORT, 0, (uint32_t)r, msg, len,
+					 who(r, w, sizeof(w)), NULL);
+	s->aborted = true;
+}
+
+/* Rank 0's side of the all-gather; failure: this rank's own setup failure, or NULL. */
+static int gather_root(struct mr_jaccl_side *s, const void *mine, size_t len, const char *failure,
+		       struct mr_jaccl_blob **out, struct meshrun_err *err)
 {
 	int64_t deadline = mr_now_ms() + s->timeout_ms;
-	size_t max = (size_t)s->size * (4 + (size_t)MR_JACCL_MAX_BLOB);
 	struct mr_jaccl_blob *b = NULL;
 	unsigned char *buf = NULL;
+	const char *first = failure; /* the failure everyone is told about */
+	struct meshrun_err local = MESHRUN_ERR_INIT;
 	char w[32];
 	int rc = 0;
 
-	if (len > MR_JACCL_MAX_BLOB)
-		return mr_err_set(err, MESHRUN_E_INVAL, "jaccl: side-channel blob of %zu bytes is too large", len);
-	if (s->rank != 0) {
-		struct mr_frame_hdr f;
-		rc = send_frame(s->fd[0], MR_FRAME_MSG, (uint32_t)s->rank, 0, mine, len, "rank 0", err);
-		if (rc == 0)
-			rc = recv_frame(s, s->fd[0], &f, &buf, max, deadline, "rank 0", err);
-		if (rc == 0 && f.type == MR_FRAME_ABORT)
-			rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (char *)buf);
-		if (rc == 0)
-			rc = mr_jaccl_blobs_decode(buf, (size_t)f.len, s->size, out, err);
-		free(buf);
-		return rc;
-	}
+	if (!err)
+		err = &local;
 	b = calloc((size_t)s->size, sizeof(*b));
 	if (!b)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
@@ -394,22 +397,35 @@ int mr_jaccl_side_allgather(struct mr_jaccl_side *s, const void *mine, size_t le
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
 		goto out;
 	}
-	memcpy(b[0].data, mine, len);
+	if (len)
+		memcpy(b[0].data, mine, len);
 	b[0].len = len;
 	size_t total = 4 + len;
+	/* Read every rank's contribution, also after one reported a failure:
+	 * closing a socket with unread data would reset it, and the abort
+	 * queued for that rank could be lost with it. */
 	for (int r = 1; r < s->size; r++) {
 		struct mr_frame_hdr f;
 		rc = recv_frame(s, s->fd[r], &f, &b[r].data, MR_JACCL_MAX_BLOB, deadline, who(r, w, sizeof(w)), err);
-		if (rc == 0 && f.type == MR_FRAME_ABORT)
-			rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (char *)b[r].data);
-		if (rc < 0)
+		if (rc < 0) {
+			mr_err_prefix(err, "jaccl: rank 0: setup");
+			answer_abort(s, err->msg);
 			goto out;
+		}
+		if (f.type == MR_FRAME_ABORT && !first)
+			first = (const char *)b[r].data;
 		b[r].len = (size_t)f.len;
 		total += 4 + b[r].len;
+	}
+	if (first) {
+		rc = mr_err_set(err, MESHRUN_E_PEER, "%s", first);
+		answer_abort(s, first);
+		goto out;
 	}
 	buf = malloc(total);
 	if (!buf) {
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+		answer_abort(s, err->msg);
 		goto out;
 	}
 	mr_jaccl_blobs_encode(b, s->size, buf);
@@ -425,11 +441,70 @@ out:
 	return rc;
 }
 
+/* Read rank 0's answer: the all-gather result, or the failure it tells us about. */
+static int read_answer(struct mr_jaccl_side *s, int64_t deadline, struct mr_jaccl_blob **out,
+		       struct meshrun_err *err)
+{
+	size_t max = (size_t)s->size * (4 + (size_t)MR_JACCL_MAX_BLOB);
+	struct mr_frame_hdr f;
+	unsigned char *buf = NULL;
+	int rc = recv_frame(s, s->fd[0], &f, &buf, max, deadline, "rank 0", err);
+
+	if (rc == 0 && f.type == MR_FRAME_ABORT) {
+		s->aborted = true;
+		rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (char *)buf);
+	} else if (rc == 0 && out) {
+		rc = mr_jaccl_blobs_decode(buf, (size_t)f.len, s->size, out, err);
+	}
+	free(buf);
+	return rc;
+}
+
+int mr_jaccl_side_allgather(struct mr_jaccl_side *s, const void *mine, size_t len,
+			    struct mr_jaccl_blob **out, struct meshrun_err *err)
+{
+	if (len > MR_JACCL_MAX_BLOB)
+		return mr_err_set(err, MESHRUN_E_INVAL, "jaccl: side-channel blob of %zu bytes is too large", len);
+	if (s->rank == 0)
+		return gather_root(s, mine, len, NULL, out, err);
+
+	struct meshrun_err serr = MESHRUN_ERR_INIT;
+	int rc = send_frame(s->fd[0], MR_FRAME_MSG, (uint32_t)s->rank, 0, mine, len, "rank 0", &serr);
+	if (rc < 0) {
+		/* rank 0 may have failed and left; its answer may still be queued */
+		struct meshrun_err aerr = MESHRUN_ERR_INIT;
+		if (read_answer(s, mr_now_ms() + 1000, NULL, &aerr) < 0 && s->aborted)
+			return mr_err_set(err, aerr.code, "%s", aerr.msg);
+		return mr_err_set(err, serr.code, "%s", serr.msg);
+	}
+	return read_answer(s, mr_now_ms() + s->timeout_ms, out, err);
+}
+
+void mr_jaccl_side_fail(struct mr_jaccl_side *s, const char *msg)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	struct mr_jaccl_blob *b = NULL;
+
+	if (!s->fd || s->aborted)
+		return;
+	if (s->rank == 0) {
+		(void)gather_root(s, "", 0, msg, &b, &e);
+		mr_jaccl_blobs_free(b, s->size);
+		return;
+	}
+	(void)send_frame(s->fd[0], MR_FRAME_ABORT, (uint32_t)s->rank, 0, msg,
+			 MR_MIN(strlen(msg), (size_t)MR_FRAME_MAX_ABORT), "rank 0", &e);
+	s->aborted = true;
+}
+
 void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg)
 {
 	unsigned char hdr[MR_FRAME_HDR];
 	size_t len = MR_MIN(strlen(msg), (size_t)MR_FRAME_MAX_ABORT);
 
+	if (!s->fd || s->aborted)
+		return;
+	s->aborted = true;
 	for (int r = 0; r < s->size; r++) {
 		if (s->fd[r] < 0 || s->gone[r])
 			continue;

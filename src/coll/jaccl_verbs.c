@@ -377,7 +377,10 @@ int mr_jaccl_verbs_setup(struct mr_jaccl *J, const struct mr_jaccl_matrix *m,
 		snprintf(where, sizeof(where), "rank %d, column %d of '%s'", r, c->peer, env->devices_path);
 		rc = conn_open(c, where, env->gid_index, err);
 		if (rc < 0) {
+			/* the others are in (or on their way to) the all-gather below:
+			 * tell them why, so that they do not fail with a broken pipe */
 			mr_err_prefix(err, "rank %d", r);
+			mr_jaccl_side_fail(&J->side, err ? err->msg : "jaccl: setup failed");
 			return rc;
 		}
 	}
@@ -395,10 +398,13 @@ int mr_jaccl_verbs_setup(struct mr_jaccl *J, const struct mr_jaccl_matrix *m,
 		const unsigned char *e = find_entry(J, all, &J->conn[i], err);
 		rc = e ? conn_connect(&J->conn[i], e, err) : MESHRUN_E_PROTO;
 	}
-	if (rc == 0) {
+	mr_jaccl_blobs_free(all, n);
+	all = NULL;
+	if (rc < 0) {
+		mr_err_prefix(err, "rank %d", r);
+		mr_jaccl_side_fail(&J->side, err ? err->msg : "jaccl: setup failed");
+	} else {
 		/* nobody sends before every QP of every rank is ready to receive */
-		mr_jaccl_blobs_free(all, n);
-		all = NULL;
 		rc = mr_jaccl_side_allgather(&J->side, "", 0, &all, err);
 	}
 out:

@@ -96,6 +96,24 @@ static void ring_release(struct meshrun_group *g)
 	g->impl = NULL;
 }
 
+/* MESHRUN_RING_TCP_CC: a congestion control name for the data connections,
+ * "system" to keep the system's; default MR_RING_CC_DEFAULT (ring_conn.c). */
+static int ring_env_cc(struct mr_ring *r, struct meshrun_err *err)
+{
+	const char *cc = getenv("MESHRUN_RING_TCP_CC");
+	size_t len;
+
+	if (!cc || !*cc)
+		cc = MR_RING_CC_DEFAULT;
+	if (strcmp(cc, "system") == 0)
+		cc = "";
+	len = strlen(cc);
+	if (len >= sizeof(r->tcp_cc) || strspn(cc, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len)
+		return mr_err_set(err, MESHRUN_E_PARSE, "ring: MESHRUN_RING_TCP_CC='%s': expected a congestion control name like reno or cubic (at most %d characters), or 'system'", cc, (int)sizeof(r->tcp_cc) - 1);
+	memcpy(r->tcp_cc, cc, len + 1);
+	return 0;
+}
+
 static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err *err)
 {
 	const char *hostfile = getenv("MLX_HOSTFILE");
@@ -129,6 +147,9 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 		}
 		memcpy(r->token, tok, r->token_len);
 	}
+	rc = ring_env_cc(r, err);
+	if (rc < 0)
+		goto fail;
 	rc = mr_ring_hosts_load(hostfile, &r->hosts, err);
 	if (rc < 0) {
 		mr_err_prefix(err, "ring: MLX_HOSTFILE");

@@ -19,6 +19,9 @@
 
 #include <pthread.h>
 
+#define MR_RING_CC_MAX 16 /* TCP_CA_NAME_MAX */
+#define MR_RING_CC_DEFAULT "reno"
+
 struct mr_frame {
 	struct mr_frame *next;
 	unsigned char hdr[MR_FRAME_HDR];
@@ -60,6 +63,7 @@ struct mr_ring {
 	int64_t timeout_ms;
 	char token[MR_TOKEN_MAX];
 	size_t token_len;
+	char tcp_cc[MR_RING_CC_MAX];  /* data connections' congestion control; "" = system's */
 	struct mr_ring_hosts hosts;
 	int *left, *right;         /* nconn data connections each */
 	unsigned char *tmp;        /* 2*nconn receive buffers of MR_RING_PKT_MAX */

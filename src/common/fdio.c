@@ -131,10 +131,18 @@ int mr_write_file(const char *path, const void *data, size_t len, unsigned mode,
 	struct stat st;
 	int fd;
 
-	/* A device, FIFO or terminal (/dev/null, /dev/stdout) is written in place:
-	 * renaming a temporary file over it would replace the device node. */
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		fd = open(path, O_WRONLY | O_CLOEXEC);
+	/* A device, FIFO, terminal or symlink (/dev/null, /dev/stdout) is written
+	 * in place: renaming a temporary file over it would replace the device
+	 * node or the link (and a link's folder, /dev, would get a regular file).
+	 * Through a link to a regular file that file is truncated first, as `>`. */
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		int flags = O_WRONLY | O_CLOEXEC;
+
+		if (stat(path, &st) == 0)
+			flags |= S_ISREG(st.st_mode) ? O_TRUNC : 0;
+		else if (errno == ENOENT)
+			flags |= O_CREAT; /* a dangling link: make its target */
+		fd = open(path, flags, (mode_t)mode);
 		if (fd < 0)
 			return mr_err_sys(err, "open '%s'", path);
 		if (mr_write_full(fd, data, len) < 0) {

@@ -31,7 +31,8 @@ void mr_close(int *fd);
  */
 int mr_read_file(const char *path, size_t max, struct mr_buf *out, struct meshrun_err *err);
 /* Write data to path through a temporary file and rename (never half-written);
- * an existing non-regular file (/dev/null, a FIFO) is written in place. */
+ * an existing non-regular file (/dev/null, a FIFO) or a symlink (/dev/stdout)
+ * is written in place, never replaced. */
 int mr_write_file(const char *path, const void *data, size_t len, unsigned mode,
 		  struct meshrun_err *err);
 

@@ -55,6 +55,9 @@ int cfg_render_png(const struct mr_buf *dot, const char *path, struct meshrun_er
 
 /* Fill a command for host with argv (which must outlive the run). */
 void cfg_cmd(struct cfg_run *c, struct mr_hal_cmd *cmd, const char *host, char *const *argv);
+/* mr_hal_run() on c->hal; on a terminal the step line counts hosts as the last
+ * of each host's commands in the batch finishes ("3/8 hosts (h5)"). */
+int cfg_hal_run(struct cfg_run *c, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *e);
 /* mr_hal_cmd_release() on n commands. */
 void cfg_cmds_release(struct mr_hal_cmd *cmds, size_t n);
 

@@ -106,6 +106,59 @@ void cfg_cmd(struct cfg_run *c, struct mr_hal_cmd *cmd, const char *host, char *
 	cmd->timeout_ms = c->timeout_ms;
 }
 
+/* The hosts of one batch, for the progress line (cfg_hal_run). */
+struct host_count {
+	struct cfg_run *c;
+	struct mr_hal_cmd *cmds;
+	size_t *slot;        /* per command: its host in name[] */
+	const char **name;   /* the distinct hosts */
+	size_t *left;        /* per host: its commands not finished */
+	size_t nhost, done;
+};
+
+static void host_cmd_done(struct mr_hal_cmd *cmd, void *ctx)
+{
+	struct host_count *hc = ctx;
+	size_t k = hc->slot[cmd - hc->cmds];
+
+	if (!hc->left[k] || --hc->left[k])
+		return;
+	hc->done++;
+	mr_progress_update(&hc->c->pg, hc->done, hc->name[k]);
+}
+
+int cfg_hal_run(struct cfg_run *c, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *e)
+{
+	struct host_count hc = { c, cmds, NULL, NULL, NULL, 0, 0 };
+	int rc;
+
+	if (!c->pg.tty || !n)
+		return mr_hal_run(c->hal, cmds, n, e);
+	hc.slot = xcalloc(n, sizeof(*hc.slot));
+	hc.name = xcalloc(n, sizeof(*hc.name));
+	hc.left = xcalloc(n, sizeof(*hc.left));
+	for (size_t i = 0; i < n; i++) {
+		const char *h = cmds[i].host ? cmds[i].host : "";
+		size_t k = 0;
+
+		while (k < hc.nhost && strcmp(hc.name[k], h))
+			k++;
+		if (k == hc.nhost)
+			hc.name[hc.nhost++] = h;
+		hc.slot[i] = k;
+		hc.left[k]++;
+	}
+	/* hosts of the step with nothing in this batch (unreachable, no retry) */
+	hc.done = c->pg.total > hc.nhost ? c->pg.total - hc.nhost : 0;
+	if (hc.done)
+		mr_progress_update(&c->pg, hc.done, NULL);
+	rc = mr_hal_run_cb(c->hal, cmds, n, host_cmd_done, &hc, e);
+	free(hc.left);
+	free(hc.name);
+	free(hc.slot);
+	return rc;
+}
+
 void cfg_cmds_release(struct mr_hal_cmd *cmds, size_t n)
 {
 	for (size_t i = 0; cmds && i < n; i++)
@@ -228,7 +281,7 @@ static int ssh_check(struct cfg_run *c, const struct mr_hostfile *in)
 		cfg_cmd(c, &cmds[2 * nrun + 1], names[i], argv_sudo);
 		nrun++;
 	}
-	if (nrun && mr_hal_run(c->hal, cmds, 2 * nrun, &e) < 0) {
+	if (nrun && cfg_hal_run(c, cmds, 2 * nrun, &e) < 0) {
 		cfg_error(c, "ssh check: %s", e.msg);
 		rc = MR_CONFIG_EXIT_UNREACHABLE;
 		goto out;
@@ -372,7 +425,7 @@ int cfg_collect_ips(struct cfg_run *c)
 
 	cfg_step(c, "getting the IP address of every host");
 	cfg_ip_cmds(c, cmds, 2);
-	rc = mr_hal_run(c->hal, cmds, 2 * c->nhosts, &e);
+	rc = cfg_hal_run(c, cmds, 2 * c->nhosts, &e);
 	if (rc < 0) {
 		cfg_error(c, "ipconfig: %s", e.msg);
 		rc = MR_CONFIG_EXIT_DISCOVERY;

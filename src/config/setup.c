@@ -223,7 +223,7 @@ static int apply_setup(struct cfg_run *c, const struct mr_topo_plan *p, struct m
 		cfg_say(c, "Running auto setup for %s", c->hosts[i].name);
 		cfg_info(c, "%s: sh -c '%s'", c->hosts[i].name, argvs[i][2]);
 	}
-	if (mr_hal_run(c->hal, cmds, n, &e) < 0) {
+	if (cfg_hal_run(c, cmds, n, &e) < 0) {
 		cfg_error(c, "setup: %s", e.msg);
 		rc = MR_CONFIG_EXIT_SETUP;
 		goto out;
@@ -292,7 +292,7 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 
 		for (size_t r = 0; r < nround; r++)
 			cfg_cmd(c, &cmds[r], c->hosts[pings[idx[r]].host].name, pings[idx[r]].argv);
-		if (mr_hal_run(c->hal, cmds, nround, &e) < 0) {
+		if (cfg_hal_run(c, cmds, nround, &e) < 0) {
 			cfg_error(c, "ping check: %s", e.msg);
 			cfg_cmds_release(cmds, nround);
 			rc = MR_CONFIG_EXIT_SETUP;

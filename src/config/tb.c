@@ -201,7 +201,7 @@ int cfg_thunderbolt(struct cfg_run *c)
 		cfg_cmd(c, &hc[D_ROUTES], name, argv_routes);
 	}
 	cfg_ip_cmds(c, &cmds[D_EN0], D_NR);
-	if (mr_hal_run(c->hal, cmds, n * D_NR, &e) < 0) {
+	if (cfg_hal_run(c, cmds, n * D_NR, &e) < 0) {
 		cfg_error(c, "discovery: %s", e.msg);
 		rc = MR_CONFIG_EXIT_DISCOVERY;
 		goto out;

@@ -302,12 +302,54 @@ const char *mr_hal_name(const struct mr_hal *hal)
 	return hal ? hal->ops->name : "none";
 }
 
-int mr_hal_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err)
+/* The state of one mr_hal_run_cb() with a callback (hal->run while it runs). */
+struct mr_hal_run_state {
+	struct mr_hal_cmd *cmds;
+	size_t n;
+	void (*on_done)(struct mr_hal_cmd *cmd, void *ctx);
+	void *ctx;
+	bool reported[];  /* per command: on_done was called */
+};
+
+void mr_hal_cmd_done(struct mr_hal *hal, struct mr_hal_cmd *cmd)
 {
+	struct mr_hal_run_state *st = hal ? hal->run : NULL;
+	uintptr_t a = (uintptr_t)cmd, base;
+	size_t i;
+
+	if (!st)
+		return;
+	base = (uintptr_t)st->cmds;
+	if (a < base || (a - base) % sizeof(*cmd) || (i = (a - base) / sizeof(*cmd)) >= st->n)
+		return; /* not an entry of this batch */
+	if (st->reported[i])
+		return;
+	st->reported[i] = true;
+	st->on_done(cmd, st->ctx);
+}
+
+int mr_hal_run_cb(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
+		  void (*on_done)(struct mr_hal_cmd *cmd, void *ctx), void *ctx,
+		  struct meshrun_err *err)
+{
+	struct mr_hal_run_state *st = NULL;
 	size_t todo = 0;
+	int rc = 0;
 
 	if (!hal || (!cmds && n))
 		return mr_err_set(err, MESHRUN_E_INVAL, "mr_hal_run: no hal or no commands");
+	if (hal->run)
+		return mr_err_set(err, MESHRUN_E_INVAL, "mr_hal_run: called from a run callback of the same hal");
+	if (on_done && n) {
+		st = calloc(1, sizeof(*st) + n * sizeof(st->reported[0]));
+		if (!st)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "run %zu commands: out of memory", n);
+		st->cmds = cmds;
+		st->n = n;
+		st->on_done = on_done;
+		st->ctx = ctx;
+		hal->run = st;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct mr_hal_cmd *c = &cmds[i];
 
@@ -315,19 +357,33 @@ int mr_hal_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct mes
 		if (!c->argv || !c->argv[0]) {
 			c->hal_rc = mr_err_set(&c->err, MESHRUN_E_INVAL, "empty command for host '%s'",
 					       mr_hal_host_name(c->host));
+			mr_hal_cmd_done(hal, c);
 			continue;
 		}
 		if (c->stdin_len && !c->stdin_data) {
 			c->hal_rc = mr_err_set(&c->err, MESHRUN_E_INVAL,
 					       "command for host '%s': stdin_len without stdin_data",
 					       mr_hal_host_name(c->host));
+			mr_hal_cmd_done(hal, c);
 			continue;
 		}
 		todo++;
 	}
-	if (!todo)
-		return 0;
-	return hal->ops->run(hal, cmds, n, err);
+	if (todo)
+		rc = hal->ops->run(hal, cmds, n, err);
+	if (hal->run) {
+		/* what the backend did not report (or a broken run): now, in order */
+		for (size_t i = 0; i < n; i++)
+			mr_hal_cmd_done(hal, &cmds[i]);
+		hal->run = NULL;
+		free(st);
+	}
+	return rc;
+}
+
+int mr_hal_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err)
+{
+	return mr_hal_run_cb(hal, cmds, n, NULL, NULL, err);
 }
 
 int mr_hal_connect(struct mr_hal *hal, const char *const *hosts, size_t n,

@@ -11,6 +11,7 @@
  * Protocol:
  *   mr_hal_new_<backend>(&hal, &opts, &err)
  *   -> mr_hal_run(hal, cmds, n, &err)          batch of short commands, in parallel
+ *      (mr_hal_run_cb: the same, with a callback as each command finishes)
  *   -> mr_hal_spawn(hal, &spawn, &proc, &err)  long-running processes (ranks)
  *      then loop: mr_hal_poll(hal, timeout_ms, &err) delivers output and exit
  *      events through the callbacks given in the spawn options
@@ -149,6 +150,20 @@ const char *mr_hal_name(const struct mr_hal *hal);
  * hal_rc/status), or a negative code for a failure of the hal itself.
  */
 int mr_hal_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err);
+
+/*
+ * mr_hal_run() that also reports each command as it finishes (progress lines:
+ * "hosts done / total"). on_done (may be NULL: plain mr_hal_run) is called
+ * exactly once per command of cmds, from inside this call, as soon as that
+ * command's result is final (hal_rc/status/signal/out/errout/err/elapsed_ms as
+ * they will be on return), in the order the commands finish; commands that
+ * failed validation or never started are reported too, at the latest just
+ * before the return. on_done may read the command and update the caller's own
+ * state; it must not call back into this hal (run, spawn, poll, free).
+ */
+int mr_hal_run_cb(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
+		  void (*on_done)(struct mr_hal_cmd *cmd, void *ctx), void *ctx,
+		  struct meshrun_err *err);
 
 /*
  * Connect to every host ahead of time (ssh: in parallel; others: no-op) so that a

@@ -33,6 +33,11 @@
  *                never an error). A per-command failure goes into that command;
  *                the return value is 0, or < 0 only when the hal itself broke
  *                (then err says why). Deadline: mr_hal_cmd_timeout_ms().
+ *                As soon as a command's result is final, call
+ *                mr_hal_cmd_done(hal, cmd) (it runs the caller's on_done of
+ *                mr_hal_run_cb; a no-op for plain mr_hal_run). hal.c reports
+ *                every command the backend did not report when run returns, so
+ *                a backend that never calls it is correct, only coarser.
  *   connect      optional (NULL: every host counts as reachable). errs[i] are
  *                cleared by hal.c before the call; return the number of failures.
  *   spawn        allocate the backend proc, call mr_proc_init(&p->base, hal, sp)
@@ -133,6 +138,7 @@ struct mr_hal {
 	struct mr_hal_watch *watch;
 	size_t nwatch, watch_alloc;
 	bool in_poll;     /* inside ops->poll: mr_proc_release is deferred */
+	struct mr_hal_run_state *run; /* the mr_hal_run_cb in progress, or NULL */
 };
 
 /* The part of every spawned process that hal.c manages. */
@@ -162,6 +168,9 @@ void mr_hal_release_common(struct mr_hal *hal);
 void mr_hal_cmd_prepare(const struct mr_hal *hal, struct mr_hal_cmd *cmd);
 /* The command's deadline in ms: its timeout_ms, else opts.run_timeout_ms. */
 int mr_hal_cmd_timeout_ms(const struct mr_hal *hal, const struct mr_hal_cmd *cmd);
+/* cmd (an entry of the batch given to ops->run) has its final result: report it
+ * to the on_done of mr_hal_run_cb, once; later calls for it do nothing. */
+void mr_hal_cmd_done(struct mr_hal *hal, struct mr_hal_cmd *cmd);
 /* Append what fits under b->max (0: no cap); the rest is dropped. 0, or -1 on ENOMEM. */
 int mr_hal_append_capped(struct mr_buf *b, const void *data, size_t len);
 /* argv shell-quoted and joined, shortened to fit n with "..." (for messages). */

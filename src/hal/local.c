@@ -580,6 +580,7 @@ static int local_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 						  cmd->stdin_len > 0, &r->c, &cmd->err);
 			if (cmd->hal_rc < 0) {
 				cmd->elapsed_ms = mr_now_ms() - r->start;
+				mr_hal_cmd_done(hal, cmd);
 				continue;
 			}
 			r->running = true;
@@ -658,6 +659,7 @@ static int local_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 			if (lchild_check_exit(&r->c)) {
 				run_finish(hal, r);
 				nrunning--;
+				mr_hal_cmd_done(hal, cmd);
 			}
 		}
 	}

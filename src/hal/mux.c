@@ -94,6 +94,23 @@ struct mr_hal *mr_hal_mux_inner(struct mr_hal *hal, const char *host)
 
 /* --- run and connect: each side's share of the batch --- */
 
+/* An inner backend's share of the batch: part[j] is the copy of cmds[idx[j]]. */
+struct mux_part {
+	struct mr_hal *hal; /* the mux, whose caller is told */
+	struct mr_hal_cmd *cmds, *part;
+	const size_t *idx;
+};
+
+/* A command of the share is final: its result goes back now and is reported. */
+static void mux_part_done(struct mr_hal_cmd *cmd, void *ctx)
+{
+	struct mux_part *mp = ctx;
+	struct mr_hal_cmd *orig = &mp->cmds[mp->idx[cmd - mp->part]];
+
+	*orig = *cmd; /* the same buffers: copied back once more at the end */
+	mr_hal_cmd_done(mp->hal, orig);
+}
+
 static int mux_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err)
 {
 	struct mux_hal *m = to_mux_hal(hal);
@@ -121,12 +138,19 @@ static int mux_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 			for (size_t j = 0; j < k; j++) {
 				cmds[idx[j]].hal_rc = ierr.code;
 				cmds[idx[j]].err = ierr;
+				mr_hal_cmd_done(hal, &cmds[idx[j]]);
 			}
 			continue;
 		}
 		for (size_t j = 0; j < k; j++)
 			part[j] = cmds[idx[j]];
-		r = mr_hal_run(in, part, k, err); /* < 0: that hal broke; go on with the other side */
+		/* < 0: that hal broke; go on with the other side. Results are reported
+		 * as they come only when our own caller asked (hal->run). */
+		{
+			struct mux_part mp = { hal, cmds, part, idx };
+
+			r = mr_hal_run_cb(in, part, k, hal->run ? mux_part_done : NULL, &mp, err);
+		}
 		if (r < 0 && rc == 0)
 			rc = r;
 		for (size_t j = 0; j < k; j++)

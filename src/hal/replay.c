@@ -528,11 +528,39 @@ static int joined(char *const *argv, struct mr_buf *b, struct meshrun_err *err)
 	return 0;
 }
 
+/*
+ * The answered commands "run" in parallel: sleep until the longest delay is
+ * over, reporting each command (mr_hal_cmd_done) once its own delay has passed,
+ * shortest first, equal delays in batch order.
+ */
+static void report_in_time(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n)
+{
+	int64_t slept = 0, cur = -1;
+
+	for (;;) {
+		int64_t next = -1;
+
+		for (size_t i = 0; i < n; i++)
+			if (cmds[i].elapsed_ms > cur && (next < 0 || cmds[i].elapsed_ms < next))
+				next = cmds[i].elapsed_ms;
+		if (next < 0)
+			break;
+		if (next > slept) {
+			mr_sleep_ms((int)(next - slept));
+			slept = next;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (cmds[i].elapsed_ms == next)
+				mr_hal_cmd_done(hal, &cmds[i]);
+		cur = next;
+	}
+}
+
 static int replay_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 		      struct meshrun_err *err)
 {
 	struct mr_replay *rp = to_replay_hal(hal)->rp;
-	int wait = 0, rc = 0;
+	int rc = 0;
 
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct mr_hal_cmd *c = &cmds[i];
@@ -568,10 +596,9 @@ static int replay_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 			mr_buf_release(&a.errout);
 		}
 		c->elapsed_ms = a.delay_ms;
-		wait = MR_MAX(wait, a.delay_ms);
 	}
-	if (rc == 0 && wait > 0)
-		mr_sleep_ms(wait); /* the commands "ran" in parallel */
+	if (rc == 0)
+		report_in_time(hal, cmds, n); /* the commands "ran" in parallel */
 	return rc;
 }
 

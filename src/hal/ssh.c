@@ -101,6 +101,7 @@ struct job {
 	struct meshrun_err err;
 	int64_t start_ms, deadline_ms; /* deadline 0: none */
 	struct mr_hal_cmd *cmd;       /* run: where results go (NULL once delivered) */
+	struct mr_hal *run_hal;       /* run: told when the result is there (mr_hal_cmd_done) */
 	struct ssh_proc *proc;        /* proc: holds a reference (job freed when both gone) */
 	struct mr_buf pout, perr;     /* proc: output not yet delivered */
 };
@@ -353,6 +354,7 @@ static void job_result(struct job *j, int hal_rc, int status, int sig, const str
 			cmd->err = *err;
 		cmd->elapsed_ms = mr_now_ms() - j->start_ms;
 		j->cmd = NULL;
+		mr_hal_cmd_done(j->run_hal, cmd);
 	}
 }
 
@@ -1451,6 +1453,7 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 			continue;
 		if (get_conn(sh, host, &c, &cmd->err) < 0) {
 			cmd->hal_rc = cmd->err.code;
+			mr_hal_cmd_done(hal, cmd);
 			continue;
 		}
 		mr_buf_reset(&line);
@@ -1460,6 +1463,7 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 			continue;
 		}
 		j->cmd = cmd;
+		j->run_hal = hal;
 		j->want_pgid = true;
 		j->deadline_ms = j->start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
 		if (cmd->stdin_len && mr_buf_append(&j->in, cmd->stdin_data, cmd->stdin_len) < 0) {

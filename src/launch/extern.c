@@ -142,6 +142,30 @@ bool mr_launch_mpi_wants_yield(const struct mr_hostfile *hf, long ncores,
 	return ncores > 0 && most > ncores;
 }
 
+int mr_launch_mpi_ssh_arg(const char *ssh_config, const struct mr_strvec *mpi_args,
+			  const char *env_value, struct mr_strvec *out, struct meshrun_err *err)
+{
+	struct mr_buf word = MR_BUF_INIT, arg = MR_BUF_INIT;
+	int rc = 1;
+
+	if (!ssh_config || !*ssh_config || env_value)
+		return 0;
+	for (size_t i = 0; mpi_args && i < mpi_args->nr; i++)
+		if (strstr(mpi_args->v[i], "plm_rsh_args"))
+			return 0;
+	if (strpbrk(ssh_config, " \t\n\r\v\f"))
+		return mr_err_set(err, MESHRUN_E_USAGE,
+				  "ssh config '%s': mpirun hands it to ssh in plm_rsh_args, which Open MPI splits at whitespace; use a path without whitespace",
+				  ssh_config);
+	if (mr_buf_printf(&word, "-F %s", ssh_config) < 0 ||
+	    mr_buf_puts(&arg, "--mca plm_rsh_args ") < 0 || mr_shquote(&arg, mr_buf_cstr(&word)) < 0 ||
+	    mr_strvec_push(out, mr_buf_cstr(&arg)) < 0)
+		rc = nomem(err);
+	mr_buf_release(&word);
+	mr_buf_release(&arg);
+	return rc;
+}
+
 /* --- running --- */
 
 /* The first executable NAME on PATH into buf; false when there is none. */
@@ -310,6 +334,13 @@ static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
 			rc = nomem(err);
 			goto out;
 		}
+	}
+	if (!x->plan->all_local) {
+		const char *cfg = o->ssh_config ? o->ssh_config : getenv("MESHRUN_SSH_CONFIG");
+
+		rc = mr_launch_mpi_ssh_arg(cfg, &o->mpi_args, getenv("OMPI_MCA_plm_rsh_args"), &margs, err);
+		if (rc < 0)
+			goto out;
 	}
 	if (mr_strvec_pushv(&margs, o->mpi_args.v) < 0) {
 		rc = nomem(err);

@@ -826,6 +826,35 @@ static void test_fdio_write_special(void **state)
 	rmdir(dir);
 }
 
+/* A symlink (like /dev/stdout -> /proc/self/fd/1 -> a file) is written
+ * through, never replaced: renaming a temporary file over /dev/stdout would
+ * put a regular file into /dev. */
+static void test_fdio_write_symlink(void **state)
+{
+	char dir[] = "/tmp/mr-test-link-XXXXXX";
+	char target[128], link[128];
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_buf b = MR_BUF_INIT;
+	struct stat st;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(target, sizeof(target), "%s/target", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	assert_int_equal(mr_write_file(target, "old content\n", 12, 0644, &err), 0);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_equal(mr_write_file(link, "new\n", 4, 0644, &err), 0);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(mr_read_file(target, 1024, &b, &err), 0);
+	assert_int_equal(b.len, 4);
+	assert_memory_equal(b.p, "new\n", 4);
+	mr_buf_release(&b);
+	unlink(link);
+	unlink(target);
+	assert_int_equal(rmdir(dir), 0); /* and no temporary file was left */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -844,6 +873,7 @@ int main(void)
 		cmocka_unit_test(test_fdio_files),
 		cmocka_unit_test(test_fdio_pipes),
 		cmocka_unit_test(test_fdio_write_special),
+		cmocka_unit_test(test_fdio_write_symlink),
 		cmocka_unit_test(test_log),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

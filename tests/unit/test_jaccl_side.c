@@ -73,6 +73,8 @@ struct rank_arg {
 	int rc;
 	char msg[MESHRUN_ERR_MSG_MAX];
 	char got[64];
+	const char *fail;   /* join the first all-gather as this failure */
+	int fail_round;     /* ... in round 0 (addresses) or 1 (barrier) */
 };
 
 static void *rank_main(void *p)
@@ -84,7 +86,11 @@ static void *rank_main(void *p)
 	char mine[16];
 
 	a->rc = mr_jaccl_side_open(&s, a->rank, a->size, a->coord, a->token, strlen(a->token), 5000, &err);
-	if (a->rc == 0) {
+	if (a->rc == 0 && a->fail && a->fail_round == 0) {
+		mr_jaccl_side_fail(&s, a->fail);
+		mr_jaccl_side_close(&s);
+		a->rc = MESHRUN_E_NOTFOUND;
+	} else if (a->rc == 0) {
 		snprintf(mine, sizeof(mine), "r%d", a->rank);
 		a->rc = mr_jaccl_side_allgather(&s, mine, strlen(mine), &all, &err);
 		if (a->rc == 0) {
@@ -95,9 +101,15 @@ static void *rank_main(void *p)
 			}
 			a->got[off] = '\0';
 			mr_jaccl_blobs_free(all, a->size);
+			all = NULL;
 			/* and a barrier: empty blobs */
-			a->rc = mr_jaccl_side_allgather(&s, "", 0, &all, &err);
-			mr_jaccl_blobs_free(all, a->size);
+			if (a->fail) {
+				mr_jaccl_side_fail(&s, a->fail);
+				a->rc = MESHRUN_E_NOTFOUND;
+			} else {
+				a->rc = mr_jaccl_side_allgather(&s, "", 0, &all, &err);
+				mr_jaccl_blobs_free(all, a->size);
+			}
 		}
 		mr_jaccl_side_close(&s);
 	}
@@ -167,6 +179,49 @@ static void test_foreign_refused(void **state)
 	assert_non_null(strstr(a[0].msg, "last refused"));
 }
 
+/*
+ * A rank whose setup fails (a device that does not exist) joins the
+ * all-gather as a failure: every other rank fails with its message, not with
+ * a broken pipe, whether the failing rank is the coordinator or not and in
+ * either round.
+ */
+static void test_setup_failure_reaches_everyone(void **state)
+{
+	static const struct { int size, who, round; } cases[] = {
+		{ 4, 0, 0 }, { 4, 2, 0 }, { 3, 1, 1 }, { 3, 0, 1 }, { 2, 0, 0 },
+	};
+
+	(void)state;
+	for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
+		struct rank_arg a[4];
+		pthread_t t[4];
+		char why[96];
+		int n = cases[k].size, port = free_port();
+
+		snprintf(why, sizeof(why), "rank %d: jaccl: RDMA device 'rxe_nope' not found", cases[k].who);
+		memset(a, 0, sizeof(a));
+		for (int r = 0; r < n; r++) {
+			a[r].rank = r;
+			a[r].size = n;
+			a[r].token = "job-f";
+			a[r].fail = r == cases[k].who ? why : NULL;
+			a[r].fail_round = cases[k].round;
+			snprintf(a[r].coord, sizeof(a[r].coord), "127.0.0.1:%d", port);
+			assert_int_equal(pthread_create(&t[r], NULL, rank_main, &a[r]), 0);
+		}
+		for (int r = 0; r < n; r++)
+			pthread_join(t[r], NULL);
+		for (int r = 0; r < n; r++) {
+			if (r == cases[k].who) {
+				assert_int_equal(a[r].rc, MESHRUN_E_NOTFOUND);
+				continue;
+			}
+			if (a[r].rc != MESHRUN_E_PEER || !strstr(a[r].msg, why))
+				fail_msg("case %zu, rank %d: rc %d, '%s'", k, r, a[r].rc, a[r].msg);
+		}
+	}
+}
+
 static void test_bad_coordinator(void **state)
 {
 	struct mr_jaccl_side s;
@@ -183,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_blobs_roundtrip),
 		cmocka_unit_test(test_star_allgather),
 		cmocka_unit_test(test_foreign_refused),
+		cmocka_unit_test(test_setup_failure_reaches_everyone),
 		cmocka_unit_test(test_bad_coordinator),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -175,6 +175,53 @@ static void test_mpi_yield(void **state)
 	mr_hostfile_free(hf);
 }
 
+/* the "--mca plm_rsh_args '-F FILE'" that --ssh-config adds under mpirun */
+static void test_mpi_ssh_arg(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_strvec margs = MR_STRVEC_INIT, user = MR_STRVEC_INIT, argv = MR_STRVEC_INIT;
+	char *cmd[] = { "prog", "-v", NULL };
+
+	(void)state;
+	/* nothing to pass: no file (every host local, or no --ssh-config), or empty */
+	assert_int_equal(mr_launch_mpi_ssh_arg(NULL, NULL, NULL, &margs, &err), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("", NULL, NULL, &margs, &err), 0);
+	assert_int_equal(margs.nr, 0);
+
+	/* the file travels as one plm_rsh_args value, the command line as mpirun gets it */
+	assert_int_equal(mr_launch_mpi_ssh_arg("/run/meshsim/c1/ssh_config", NULL, NULL, &margs, &err), 1);
+	check_vec(&margs, "--mca plm_rsh_args '-F /run/meshsim/c1/ssh_config'");
+	assert_int_equal(mr_strvec_push(&margs, "--mca btl tcp,self"), 0);
+	assert_int_equal(mr_launch_mpi_argv("mpirun", false, "/tmp/hf", NULL, NULL, &margs, cmd, &argv, &err), 0);
+	check_vec(&argv, "mpirun|--hostfile|/tmp/hf|--mca|plm_rsh_args|-F /run/meshsim/c1/ssh_config|"
+			 "--mca|btl|tcp,self|--|prog|-v");
+	mr_strvec_release(&margs);
+	mr_strvec_release(&argv);
+
+	/* a quote in the path survives the quoting and the split */
+	assert_int_equal(mr_launch_mpi_ssh_arg("/tmp/it's/cfg", NULL, NULL, &margs, &err), 1);
+	assert_int_equal(mr_launch_mpi_argv("mpirun", false, "/h", NULL, NULL, &margs, cmd, &argv, &err), 0);
+	check_vec(&argv, "mpirun|--hostfile|/h|--mca|plm_rsh_args|-F /tmp/it's/cfg|--|prog|-v");
+	mr_strvec_release(&margs);
+	mr_strvec_release(&argv);
+
+	/* the user's own plm_rsh_args (--mpi-arg or OMPI_MCA_plm_rsh_args) wins */
+	assert_int_equal(mr_strvec_push(&user, "--oversubscribe"), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", &user, NULL, &margs, &err), 1);
+	mr_strvec_release(&margs);
+	assert_int_equal(mr_strvec_push(&user, "--mca plm_rsh_args '-p 2222'"), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", &user, NULL, &margs, &err), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", NULL, "-p 2222", &margs, &err), 0);
+	assert_int_equal(margs.nr, 0);
+
+	/* Open MPI splits plm_rsh_args at whitespace: such a path is refused, named */
+	assert_int_equal(mr_launch_mpi_ssh_arg("/tmp/my dir/cfg", NULL, NULL, &margs, &err), MESHRUN_E_USAGE);
+	assert_non_null(strstr(err.msg, "'/tmp/my dir/cfg'"));
+	assert_non_null(strstr(err.msg, "whitespace"));
+	assert_int_equal(margs.nr, 0);
+	mr_strvec_release(&user);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +229,7 @@ int main(void)
 		cmocka_unit_test(test_slurm_hosts_and_srun_argv),
 		cmocka_unit_test(test_extern_env_and_mpirun_argv),
 		cmocka_unit_test(test_mpi_yield),
+		cmocka_unit_test(test_mpi_ssh_arg),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,13 @@
  * pair of ranks, barrier, and a check that every rank got bit-identical float
  * sums. Prints one line per failure and a closing summary; exits 0 when all
  * passed, 1 on a wrong result, 2 on a library error (its message printed).
+ * A send/recv pair that the backend reports as MESHRUN_E_UNSUPPORTED (jaccl-ring
+ * connects neighbours only, as MLX's) is skipped and counted as skipped, on
+ * both ranks, never as passed; any other error still fails.
  * --fault-loop: repeat a max-size float32 all_sum until it fails (fault tests).
+ * --ignore-sigterm: for fault tests under a launcher, which stops every rank
+ * (SIGTERM, then SIGKILL after its grace) as soon as one failed: the other
+ * ranks still print the failure they saw themselves.
  */
 #include "common/compat.h"
 #include "common/num.h"
@@ -16,11 +22,13 @@
 #include "meshrun/meshrun.h"
 
 #include <math.h>
+#include <signal.h>
 
 struct opts {
 	const char *max_size;
 	bool full;
 	bool fault_loop;
+	bool ignore_sigterm;
 	bool quiet;
 };
 
@@ -28,7 +36,8 @@ struct ctx {
 	struct meshrun_group *g;
 	int rank, size;
 	size_t max_bytes;
-	long checks, failures;
+	long checks, failures, skipped;
+	char skip_why[MESHRUN_ERR_MSG_MAX]; /* the first skip's reason */
 	struct meshrun_err err;
 	bool liberr;
 	bool quiet;
@@ -146,6 +155,15 @@ static bool fail_lib(struct ctx *c, const char *what)
 	fprintf(stderr, "meshrun-allreduce-test: rank %d: %s: %s\n", c->rank, what, c->err.msg);
 	c->liberr = true;
 	return false;
+}
+
+/* A p2p call the backend does not support for this pair: skipped, not passed. */
+static void skip_unsupported(struct ctx *c)
+{
+	if (!c->skipped)
+		snprintf(c->skip_why, sizeof(c->skip_why), "%s", c->err.msg);
+	c->skipped++;
+	c->err = (struct meshrun_err)MESHRUN_ERR_INIT;
 }
 
 static void report(struct ctx *c, bool ok, const char *fmt, ...) MR_PRINTF(3, 4);
@@ -273,10 +291,18 @@ static bool check_p2p(struct ctx *c, size_t count)
 			if (c->rank == s) {
 				for (size_t i = 0; i < count; i++)
 					buf[i] = (int32_t)(s * 1000003 + d * 1009 + (int)i);
-				if (meshrun_send(c->g, buf, count, MESHRUN_INT32, d, &c->err) < 0)
+				int rc = meshrun_send(c->g, buf, count, MESHRUN_INT32, d, &c->err);
+				if (rc == MESHRUN_E_UNSUPPORTED)
+					skip_unsupported(c);
+				else if (rc < 0)
 					ok = fail_lib(c, "send");
 			} else if (c->rank == d) {
-				if (meshrun_recv(c->g, buf, count, MESHRUN_INT32, s, &c->err) < 0) {
+				int rc = meshrun_recv(c->g, buf, count, MESHRUN_INT32, s, &c->err);
+				if (rc == MESHRUN_E_UNSUPPORTED) {
+					skip_unsupported(c);
+					continue;
+				}
+				if (rc < 0) {
 					ok = fail_lib(c, "recv");
 					break;
 				}
@@ -391,7 +417,7 @@ static bool run_all(struct ctx *c, bool full)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { "64M", false, false, false };
+	struct opts o = { "64M", false, false, false, false };
 	struct ctx c;
 	struct meshrun_err perr = MESHRUN_ERR_INIT;
 	uint64_t max;
@@ -399,6 +425,7 @@ int main(int argc, char **argv)
 		MR_OPT_STRING_D(0, "max-size", &o.max_size, "BYTES", "64M", "largest buffer to test (K, M, G suffixes)"),
 		MR_OPT_BOOL(0, "full", &o.full, "64 MiB for every dtype and op, not only float32/bfloat16/int32 sums"),
 		MR_OPT_BOOL(0, "fault-loop", &o.fault_loop, "repeat a max-size float32 all_sum until it fails (exit 3)"),
+		MR_OPT_BOOL(0, "ignore-sigterm", &o.ignore_sigterm, "ignore SIGTERM (fault tests under a launcher that stops the other ranks at the first failure)"),
 		MR_OPT_BOOL('q', "quiet", &o.quiet, "print only failures and errors"),
 		MR_OPT_END(),
 	};
@@ -420,6 +447,8 @@ int main(int argc, char **argv)
 	}
 	c.max_bytes = (size_t)max;
 	c.quiet = o.quiet;
+	if (o.ignore_sigterm)
+		signal(SIGTERM, SIG_IGN);
 	if (meshrun_init(&c.g, MESHRUN_BACKEND_ANY, 0, &c.err) < 0) {
 		fprintf(stderr, "meshrun-allreduce-test: init: %s\n", c.err.msg);
 		return 2;
@@ -432,10 +461,17 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	bool done = run_all(&c, o.full);
-	if (!o.quiet || c.failures || c.liberr)
-		printf("meshrun-allreduce-test: rank %d of %d (%s): %ld checks, %ld failed%s\n", c.rank,
-		       c.size, meshrun_backend_name(c.g), c.checks, c.failures,
+	if (!o.quiet || c.failures || c.liberr || c.skipped) {
+		char skips[48] = "";
+		if (c.skipped)
+			snprintf(skips, sizeof(skips), ", %ld skipped", c.skipped);
+		printf("meshrun-allreduce-test: rank %d of %d (%s): %ld checks, %ld failed%s%s\n", c.rank,
+		       c.size, meshrun_backend_name(c.g), c.checks, c.failures, skips,
 		       done ? "" : ", stopped by an error");
+		if (c.skipped)
+			printf("meshrun-allreduce-test: rank %d: skipped %ld send/recv calls the backend does not support (first: %s)\n",
+			       c.rank, c.skipped, c.skip_why);
+	}
 	meshrun_free(c.g);
 	return c.liberr ? 2 : c.failures ? 1 : 0;
 }

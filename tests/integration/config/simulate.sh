@@ -69,6 +69,16 @@ grep_in "$tmp/err" "zz" "unreachable host named"
 expect 0 "--help" -- --help
 grep_in "$tmp/out" "Exit status:" "exit codes documented in --help"
 
+# Output paths that are no plain file (as root a rename over them would replace
+# the device or the link in /dev): /dev/null, and /dev/stdout into a file.
+expect 0 "--output-hostfile /dev/null" -- --simulate "$fx/ring4" --output-hostfile /dev/null
+[ -c /dev/null ] || { echo "FAIL: /dev/null is no longer a character device"; fails=$((fails + 1)); }
+"$mc" --simulate "$fx/ring4" --output-hostfile /dev/stdout >"$tmp/stdout.json" 2>"$tmp/err" ||
+	{ echo "FAIL: --output-hostfile /dev/stdout into a file"; fails=$((fails + 1)); }
+grep_in "$tmp/stdout.json" '"ssh": "a4"' "--output-hostfile /dev/stdout reaches the redirected file"
+[ -L /dev/stdout ] || { echo "FAIL: /dev/stdout is no longer a symlink"; fails=$((fails + 1)); }
+ls /dev/stdout.tmp.* >/dev/null 2>&1 && { echo "FAIL: temporary files left in /dev"; fails=$((fails + 1)); }
+
 if [ "$fails" -ne 0 ]; then
 	echo "$fails check(s) failed"
 	exit 1

@@ -8,6 +8,10 @@
 #   completion  the generated bash completion offers flags and choices
 #   laptop      the blocks of docs/guide-laptop.md marked "# test: laptop" run
 #               as written (and "# test: laptop-root" ones when root)
+#   progress    meshconfig's step line counts hosts one by one on a terminal
+#               (as docs/contracts.md says), and is silent in a log
+#   progress-sim  the same for meshsim up, and meshconfig over its sshd (root;
+#               cluster "docsp")
 set -u
 mode=$1 src=$2 build=$3
 tools="meshrun meshconfig meshsim"
@@ -116,6 +120,56 @@ completion)
 	grep -qx 'E fault' <<<"$out" || fail "meshsim f<TAB>"
 	grep -qx 'F --output' <<<"$out" || fail "meshsim gen --o<TAB>"
 	echo "ok: completions"
+	;;
+progress)
+	command -v script >/dev/null || { echo "skip: script(1) (util-linux) is not installed"; exit 77; }
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	cmd="'$build/bin/meshconfig' --simulate '$src/fixtures/ring8' --output-hostfile '$tmp/h.json'"
+	# on a terminal: one line rewritten per host as it finishes, in every step
+	script -qec "$cmd" /dev/null </dev/null >"$tmp/tty" 2>&1 || fail "meshconfig under script(1) failed: $(cat "$tmp/tty")"
+	tr '\r' '\n' <"$tmp/tty" >"$tmp/lines"
+	for k in 1 2 3 4 5 6 7; do
+		grep -qE "^.*\[1/4\] ssh check: $k/8 hosts \(n[1-8]\)" "$tmp/lines" ||
+			fail "ssh check: no '$k/8 hosts (HOST)' line on the terminal"
+		grep -qE "^.*\[2/4\] getting the Thunderbolt connectivity of every host: $k/8 hosts \(n[1-8]\)" "$tmp/lines" ||
+			fail "discovery: no '$k/8 hosts (HOST)' line on the terminal"
+	done
+	grep -q "8/8 hosts done" "$tmp/lines" || fail "no '8/8 hosts done' line"
+	# NO_PROGRESS on a terminal, and a log: no count lines at all
+	NO_PROGRESS=1 script -qec "$cmd" /dev/null </dev/null >"$tmp/tty2" 2>&1 || fail "meshconfig with NO_PROGRESS failed"
+	grep -q "/8 hosts" "$tmp/tty2" && fail "NO_PROGRESS: a progress line was printed"
+	eval "$cmd" 2>"$tmp/log" || fail "meshconfig into a log failed"
+	grep -q "/8 hosts" "$tmp/log" && fail "a log got progress lines"
+	echo "ok: meshconfig counts hosts one by one on a terminal, nothing in a log"
+	;;
+progress-sim)
+	command -v script >/dev/null || { echo "skip: script(1) (util-linux) is not installed"; exit 77; }
+	[ "$(id -u)" -eq 0 ] || { echo "skip: meshsim up needs root (network namespaces)"; exit 77; }
+	tmp=$(mktemp -d)
+	trap '"$build/bin/meshsim" down docsp >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+	script -qec "'$build/bin/meshsim' up --name docsp ring:4" /dev/null </dev/null >"$tmp/tty" 2>&1 ||
+		fail "meshsim up under script(1) failed: $(cat "$tmp/tty")"
+	tr '\r' '\n' <"$tmp/tty" >"$tmp/lines"
+	for step in "ssh keys" "namespaces and cables" "sshd"; do
+		for k in 1 2 3; do
+			grep -qE "\] $step: $k/4 hosts \(h[1-4]\)" "$tmp/lines" ||
+				fail "meshsim up: $step: no '$k/4 hosts (HOST)' line on the terminal"
+		done
+	done
+	# meshconfig over real sshd (the ssh backend reports each command as it ends)
+	cfg=${MESHSIM_STATE_DIR:-/run/meshsim}/docsp/ssh_config
+	script -qec "'$build/bin/meshconfig' --hosts h1,h2,h3,h4 --ssh-config '$cfg' --output-hostfile '$tmp/h.json'" \
+		/dev/null </dev/null >"$tmp/tty2" 2>&1 || fail "meshconfig over ssh failed: $(cat "$tmp/tty2")"
+	tr '\r' '\n' <"$tmp/tty2" >"$tmp/lines2"
+	for k in 1 2 3; do
+		grep -qE "\] getting the Thunderbolt connectivity of every host: $k/4 hosts \(h[1-4]\)" "$tmp/lines2" ||
+			fail "meshconfig over ssh: no '$k/4 hosts (HOST)' line on the terminal"
+	done
+	grep -q '"backend": "jaccl-ring"' "$tmp/h.json" || fail "meshconfig over ssh: unexpected hostfile: $(cat "$tmp/h.json")"
+	"$build/bin/meshsim" down docsp >/dev/null || fail "meshsim down docsp failed"
+	ip netns list | grep -q '^docsp-' && fail "namespaces docsp-* left behind"
+	echo "ok: meshsim up and meshconfig over ssh count hosts one by one on a terminal"
 	;;
 laptop)
 	guide=$src/docs/guide-laptop.md

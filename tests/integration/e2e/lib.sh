@@ -62,6 +62,8 @@ show() { sed 's/^/    | /' "$@" | head -60; }
 up() {
 	CLUSTERS="$CLUSTERS $1"
 	if ! "$MESHSIM" up "$2" --name "$1" >"$TMP/up.$1" 2>&1; then
+		# another run's cluster of that name: not ours to take down at exit
+		grep -q "is up or left over" "$TMP/up.$1" && CLUSTERS=${CLUSTERS// $1/}
 		fail "meshsim up $2 --name $1"
 		show "$TMP/up.$1"
 		finish

@@ -18,8 +18,11 @@ esac
 if [ "$(id -u)" != 0 ]; then
 	echo "skip: the soft-RoCE tests need root (apt-get, QEMU with the host's / shared into the guest)"; exit 77
 fi
-[ -x "$BUILD/bin/meshrun-allreduce-test" ] || { echo "error: $BUILD/bin/meshrun-allreduce-test not built"; exit 1; }
-WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest}
+for p in meshrun meshrun-allreduce-test; do
+	[ -x "$BUILD/bin/$p" ] || { echo "error: $BUILD/bin/$p not built"; exit 1; }
+done
+# one guest per work directory at a time: one per build directory
+WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest-$(basename "$BUILD")}
 "$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --timeout 840 \
 	-- bash "$HERE/guest_jaccl.sh" "$BUILD/bin" --max-size 256K "${CASES[@]}"
 rc=$?

@@ -77,6 +77,22 @@ check "fault stop h4" "$MESHSIM" fault --name $N stop h4
 check_not "h4 is unreachable" S -o ConnectTimeout=2 h4 true
 check "fault start h4" "$MESHSIM" fault --name $N start h4
 check "h4 is reachable again" S h4 true
+# sshd creates its pid file a moment before it writes the pid: a reader must
+# take the empty file for "not yet" (it once crashed meshsim with SIGSEGV).
+# A wrapper first on PATH holds that moment open for 0.3 s.
+mkdir -p "$TMP/slowsshd"
+printf '%s\n' '#!/bin/sh' 'pidf=$(awk '"'"'$1 == "PidFile" { print $2 }'"'"' "$2")' \
+	': >"$pidf"; sleep 0.3; exec /usr/sbin/sshd "$@"' >"$TMP/slowsshd/sshd"
+chmod +x "$TMP/slowsshd/sshd"
+check "fault stop h4 (again)" "$MESHSIM" fault --name $N stop h4
+check "fault start h4 while its sshd.pid is still empty" env PATH="$TMP/slowsshd:$PATH" "$MESHSIM" fault --name $N start h4
+check "h4 is reachable after the slow start" S h4 true
+cp "$MESHSIM_STATE_DIR/$N/h3/sshd.pid" "$MESHSIM_STATE_DIR/$N/h3/sshd.pid.keep"
+: >"$MESHSIM_STATE_DIR/$N/h3/sshd.pid"
+"$MESHSIM" status $N >"$TMP/status.empty"; rc=$?
+check "status with an empty sshd.pid exits 0" test $rc -eq 0
+check "status shows that sshd as stopped" grep -q "^  h3 .*sshd stopped" "$TMP/status.empty"
+mv "$MESHSIM_STATE_DIR/$N/h3/sshd.pid.keep" "$MESHSIM_STATE_DIR/$N/h3/sshd.pid"
 
 "$MESHSIM" fault --name $N latency h1:$IF1 5ms; rc=$?
 case $rc in
@@ -93,10 +109,19 @@ check "down" "$MESHSIM" down $N
 check "down left nothing (namespaces, links, sshd, state)" nothing_left $N
 
 # A crash half-way: leftovers found by name prefix.
+# The stray process must be inside the namespace before `down` runs (the
+# background `ip netns exec` may not have entered it yet: then down cannot see
+# it and it would outlive the test), and it must not hold the test's stdout.
 mkdir -p "$MESHSIM_STATE_DIR/mst2"
 ip netns add mst2-h1 && ip link add mst2-br type bridge && ip link add mst2-m0 type veth peer name en0 netns mst2-h1
-ip netns exec mst2-h1 sleep 300 &
+ip netns exec mst2-h1 sleep 300 </dev/null >/dev/null 2>&1 &
+STRAY=$!
+for _ in $(seq 100); do [ -n "$(ip netns pids mst2-h1 2>/dev/null)" ] && break; sleep 0.1; done
+check "a stray process runs in the half-made host" test -n "$(ip netns pids mst2-h1 2>/dev/null)"
 check "down cleans a half-made cluster" "$MESHSIM" down mst2
 check "nothing of it is left" nothing_left mst2
+running() { s=$(ps -o stat= -p "$1") && [ "${s#Z}" = "$s" ]; } # a zombie is not running
+check_not "down killed the stray process" running "$STRAY"
+kill -9 "$STRAY" 2>/dev/null
 wait
 finish

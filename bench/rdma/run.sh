@@ -1,0 +1,23 @@
+#!/bin/bash
+# run.sh - the RDMA benchmark: boots the soft-RoCE guest (scripts/rxe-guest.sh)
+# and runs bench/rdma/guest_bench.sh in it: all_sum latency (4 KiB) and
+# bandwidth (16 MiB) of jaccl and jaccl-ring against the ring backend over the
+# same veth cables, printed as ratios (TCG emulation: the absolute figures mean
+# little, the ratios are what is recorded).
+# Usage: bench/rdma/run.sh [--build DIR] [guest_bench.sh options...]
+#   e.g. bench/rdma/run.sh --build build --bw-size 4M --bw-iters 3
+# Needs root (QEMU with the host's / shared into the guest); DIR must hold
+# bin/meshrun, bin/bench-rdma-allsum (cmake --build DIR --target meshrun_cli
+# bench-rdma-allsum). Exit status: the guest's (0: every run passed).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BUILD=$SRC/build
+if [ "${1:-}" = --build ]; then BUILD=$(readlink -f "$2"); shift 2; fi
+case "${1:-}" in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
+for p in meshrun bench-rdma-allsum; do
+	[ -x "$BUILD/bin/$p" ] || { echo "run.sh: $BUILD/bin/$p is not built" >&2; exit 2; }
+done
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root (QEMU, rdma_rxe in the guest)" >&2; exit 2; }
+exec "$SRC/scripts/rxe-guest.sh" --workdir "${TMPDIR:-/tmp}/meshrun-rxe-bench" --no-setup \
+	--share "$BUILD" --timeout 1500 -- bash "$HERE/guest_bench.sh" "$BUILD/bin" "$@"

@@ -1,0 +1,98 @@
+/*
+ * cmdopts.c - see cmdopts.h: every meshsim subcommand's usage, summary,
+ * options and --help text.
+ */
+#include "common/compat.h"
+#include "sim/cmdopts.h"
+
+static const struct {
+	const char *name, *usage, *summary, *trailer;
+} subs[MR_SIM_NSUB] = {
+	[MR_SIM_UP] = {
+		"up", "meshsim up FIXTURE_DIR|TOPOLOGY [--name NAME]", "bring a cluster up (root)",
+		"Brings up one network namespace and sshd per host of the fixture folder\n"
+		"(or of a generated topology: mesh:4, ring:8,cables=2, ...). Needs root.\n"
+		"On a terminal one line shows the step and the hosts done so far; in a log\n"
+		"each finished step is one [INFO] line.\n",
+	},
+	[MR_SIM_DOWN] = {
+		"down", "meshsim down [NAME]", "remove everything it made",
+		"Removes every namespace, link, process and file of cluster NAME (default\n"
+		"meshsim), also what a crashed or half-made bring-up left behind.\n",
+	},
+	[MR_SIM_STATUS] = {
+		"status", "meshsim status [NAME]", "hosts, cables, addresses, faults",
+		"Shows the hosts (namespace, addresses, sshd), cables and faults of NAME.\n",
+	},
+	[MR_SIM_EXEC] = {
+		"exec", "meshsim exec [--name NAME] HOST -- COMMAND [ARG...]",
+		"run a command in a host",
+		"Runs COMMAND in HOST's namespace with its shims first on PATH; exits with\n"
+		"COMMAND's status (127 when it cannot be run).\n",
+	},
+	[MR_SIM_FAULT] = {
+		"fault", "meshsim fault [--name NAME] FAULT ARGS",
+		"unplug/plug, stop/start, nosudo/sudo, latency",
+		"Faults:\n"
+		"  unplug HOST:IF | plug HOST:IF   cable down/up (both ends)\n"
+		"  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
+		"  nosudo HOST | sudo HOST          sudo fails as 'sudo -n' does / works again\n"
+		"  latency HOST:IF DELAY            tc netem delay on that end (0 removes it)\n"
+		"Exit status 3: not supported by this kernel (latency without sch_netem).\n",
+	},
+	[MR_SIM_GEN] = {
+		"gen", "meshsim gen TOPOLOGY -o DIR", "write a generated fixture set",
+		"Writes a fixture set (cluster.json, <host>/system_profiler.json,\n"
+		"networksetup.txt, ibv_devices.txt) for TOPOLOGY: mesh:N, ring:N,\n"
+		"ring:N,cables=2, mesh:N,missing=h1-h3, ring:N,nordma=h2, speed=40.\n",
+	},
+};
+
+void mr_sim_sub_opts(enum mr_sim_sub sub, struct mr_sim_args *a, struct mr_opt *opts)
+{
+	/* unlisted entries are zero: MR_OPT_END */
+	const struct mr_opt all[MR_SIM_NSUB][MR_SIM_MAX_OPTS] = {
+		[MR_SIM_UP] = {
+			MR_OPT_STRING_D('n', "name", &a->name, "NAME", MR_SIM_DEFAULT_NAME,
+					"cluster name: namespaces NAME-<host>, state in "
+					"$MESHSIM_STATE_DIR/NAME"),
+			MR_OPT_END(),
+		},
+		[MR_SIM_DOWN] = { MR_OPT_END() },
+		[MR_SIM_STATUS] = { MR_OPT_END() },
+		[MR_SIM_EXEC] = {
+			MR_OPT_STRING_D('n', "name", &a->name, "NAME", MR_SIM_DEFAULT_NAME,
+					"cluster name"),
+			MR_OPT_END(),
+		},
+		[MR_SIM_FAULT] = {
+			MR_OPT_STRING_D('n', "name", &a->name, "NAME", MR_SIM_DEFAULT_NAME,
+					"cluster name"),
+			MR_OPT_END(),
+		},
+		[MR_SIM_GEN] = {
+			MR_OPT_STRING('o', "output", &a->output, "DIR",
+				      "folder to write the fixture set into"),
+			MR_OPT_END(),
+		},
+	};
+
+	memcpy(opts, all[sub], sizeof(all[sub]));
+}
+
+const struct mr_optdoc_cmd *mr_sim_sub_doc(enum mr_sim_sub sub)
+{
+	static struct mr_sim_args scratch = MR_SIM_ARGS_INIT;
+	static struct mr_opt tables[MR_SIM_NSUB][MR_SIM_MAX_OPTS];
+	static struct mr_optdoc_cmd docs[MR_SIM_NSUB];
+
+	if (!docs[sub].name) {
+		mr_sim_sub_opts(sub, &scratch, tables[sub]);
+		docs[sub].name = subs[sub].name;
+		docs[sub].usage = subs[sub].usage;
+		docs[sub].summary = subs[sub].summary;
+		docs[sub].opts = tables[sub];
+		docs[sub].trailer = subs[sub].trailer;
+	}
+	return &docs[sub];
+}
