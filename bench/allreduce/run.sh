@@ -39,15 +39,16 @@
 #
 # TCP congestion control: libmeshrun's ring sets reno on its data
 # connections (MESHRUN_RING_TCP_CC; BBR, a common system default, paces every
-# socket from a timer and costs a fifth of the CPU per byte here); tcp-raw
-# uses the same (--cc), so the bound is measured under the TCP that ours
-# gets. --ring-cc NAME sets both ("system": the namespace default). Open MPI
-# and Gloo keep the namespace default, i.e. the system's, unless --sys-cc NAME
-# sets that default in every rank namespace for all peers (netns mode; the
-# kernel allows a namespace only a name in tcp_allowed_congestion_control,
-# e.g. reno): the check that a win is not just the congestion control. --nice N runs every
-# peer's ranks at that niceness (all peers alike; a busy shared machine
-# otherwise decides the numbers). env.txt records all three.
+# socket from a timer and costs a fifth to a quarter of the CPU per byte
+# here); tcp-raw uses the same (--cc), so the bound is measured under the TCP
+# that ours gets. --ring-cc NAME sets both ("system": the namespace default).
+# Open MPI and Gloo keep the namespace default, i.e. the system's, unless
+# --sys-cc NAME sets that default in every rank namespace for all peers
+# (netns mode; the kernel lets a namespace default only to a name in
+# tcp_allowed_congestion_control, e.g. reno): the check that a win is not
+# just the congestion control. --nice N runs every peer's ranks at that
+# niceness (all peers alike, so that a busy shared machine decides less of
+# the numbers). env.txt records all three.
 #
 # Output in --out (default <build>/bench-out/allreduce-<time>):
 # raw.csv (every round), summary.csv (medians), compare.csv (ratios),

@@ -6,8 +6,13 @@
  * and, while collectives run, to spread a failure: a rank that fails sends an
  * abort to rank 0, which forwards it to everyone; a rank whose process dies
  * closes its socket, which rank 0 sees at once (and the others see when rank 0
- * dies). Sockets are blocking; every wait is a poll() against a deadline and
- * sends are bounded by SO_SNDTIMEO.
+ * dies). During setup a rank that fails (a device that does not exist) still
+ * takes part in the all-gather, with an abort instead of its addresses; rank 0
+ * reads every rank's contribution before it answers (closing a socket with
+ * unread data would reset it and could lose the answer), then answers every
+ * rank with the first failure, so each rank reports the real cause rather
+ * than "Broken pipe". Sockets are blocking; every wait is a poll() against a
+ * deadline and sends are bounded by SO_SNDTIMEO.
  */
 #include "common/compat.h"
 #include "coll/env.h"

@@ -136,8 +136,10 @@ for i in $(seq 1 "$N"); do
 		PrintMotd no
 		LogLevel ERROR
 	EOF
-	# -D: no daemon(), we keep the pid (cleanup kills it) and reap it.
-	ip netns exec "$ns" /usr/sbin/sshd -D -f "$hd/sshd_config" -E "$hd/sshd.log" &
+	# -D: no daemon(), we keep the pid (cleanup kills it) and reap it. Its
+	# stdio is not ours: a daemon holding ctest's pipe would hang the test.
+	ip netns exec "$ns" /usr/sbin/sshd -D -f "$hd/sshd_config" -E "$hd/sshd.log" \
+		</dev/null >>"$hd/sshd.log" 2>&1 &
 	echo $! >"$hd/sshd.bgpid"
 	echo "$addr $(cut -d' ' -f1-2 "$hd/host_ed25519.pub")" >>"$DIR/known_hosts"
 	{

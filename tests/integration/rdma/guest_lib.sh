@@ -153,9 +153,12 @@ mesh_tx_bytes() {
 # rank_pid MESHRUN_PID RANK: the pid of that rank (a child of meshrun with MLX_RANK=RANK)
 rank_pid() {
 	local p kids e env
-	read -r kids <"/proc/$1/task/$1/children" || return 1
+	kids=
+	read -r kids <"/proc/$1/task/$1/children" # no newline at the end: read says 1
+	[ -n "$kids" ] || return 1
 	for p in $kids; do
-		mapfile -d '' env <"/proc/$p/environ" 2>/dev/null || continue
+		env=()
+		mapfile -t -d '' env <"/proc/$p/environ" 2>/dev/null
 		for e in "${env[@]}"; do [ "$e" = "MLX_RANK=$2" ] && { echo "$p"; return 0; }; done
 	done
 	return 1

@@ -23,7 +23,9 @@ for p in meshrun meshrun-allreduce-test; do
 done
 # one guest per work directory at a time: one per build directory
 WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest-$(basename "$BUILD")}
-"$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --timeout 840 \
+# --share "$HERE": the guest mounts a tmpfs over /tmp, so a checkout under /tmp
+# (a CI clone) would hide these scripts from it
+"$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --share "$HERE" --timeout 840 \
 	-- bash "$HERE/guest_jaccl.sh" "$BUILD/bin" --max-size 256K "${CASES[@]}"
 rc=$?
 case $rc in
