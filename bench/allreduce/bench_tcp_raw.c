@@ -190,6 +190,9 @@ static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int
 		fprintf(stderr, "bench-tcp-raw: out of memory\n");
 		goto out;
 	}
+	/* real pages: an untouched calloc'd buffer maps the one zero page, and
+	 * sending it would copy from a cache-hot page, not from memory */
+	memset(sbuf, 0x5a, maxhalf);
 	for (size_t s = 0; s < sz->n; s++) {
 		size_t bytes = sz->bytes[s];
 		size_t half = bytes / (size_t)n * (size_t)(n - 1); /* B/2 = S(n-1)/n */
