@@ -81,7 +81,8 @@ int mr_sim_exit_code(int status)
 	return 255;
 }
 
-/* Close every descriptor >= lowfd; async-signal-safe (for a forked child). */
+/* Close every descriptor >= lowfd in a forked child: close_range(2), else
+ * close() up to the limit (sysconf() after fork is fine: meshsim has one thread). */
 static void close_fds_from(int lowfd)
 {
 #ifdef SYS_close_range
