@@ -15,6 +15,7 @@
  * deadline and sends are bounded by SO_SNDTIMEO.
  */
 #include "common/compat.h"
+#include "coll/le.h"
 #include "coll/env.h"
 #include "coll/jaccl.h"
 #include "common/err.h"
@@ -27,23 +28,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 size_t mr_jaccl_blobs_encode(const struct mr_jaccl_blob *b, int n, unsigned char *buf)
 {
 	size_t off = 0;
 
 	for (int i = 0; i < n; i++) {
-		put32(buf + off, (uint32_t)b[i].len);
+		mr_put_le32(buf + off, (uint32_t)b[i].len);
 		off += 4;
 		if (b[i].len)
 			memcpy(buf + off, b[i].data, b[i].len);
@@ -74,7 +64,7 @@ int mr_jaccl_blobs_decode(const unsigned char *buf, size_t len, int n, struct mr
 			mr_jaccl_blobs_free(b, n);
 			return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: all-gather reply cut short at rank %d", i);
 		}
-		size_t bl = get32(buf + off);
+		size_t bl = mr_get_le32(buf + off);
 		off += 4;
 		if (bl > MR_JACCL_MAX_BLOB || bl > len - off) {
 			mr_jaccl_blobs_free(b, n);

@@ -18,6 +18,7 @@
  * time, so the stall timeout is checked without any busy loop.
  */
 #include "common/compat.h"
+#include "coll/le.h"
 #include "coll/jaccl_impl.h"
 #include "common/err.h"
 #include "common/fdio.h"
@@ -227,25 +228,14 @@ static void conn_close(struct mr_jconn *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Wire entry: peer, side, idx, qpn, psn (u32 each), lid u16, mtu u8, 0, gid[16]. */
 static void encode_conn(const struct mr_jconn *c, unsigned char *p)
 {
-	put32(p, (uint32_t)c->peer);
-	put32(p + 4, (uint32_t)c->side);
-	put32(p + 8, (uint32_t)c->idx);
-	put32(p + 12, c->qp->qp_num);
-	put32(p + 16, c->psn);
+	mr_put_le32(p, (uint32_t)c->peer);
+	mr_put_le32(p + 4, (uint32_t)c->side);
+	mr_put_le32(p + 8, (uint32_t)c->idx);
+	mr_put_le32(p + 12, c->qp->qp_num);
+	mr_put_le32(p + 16, c->psn);
 	p[20] = (unsigned char)c->lid;
 	p[21] = (unsigned char)(c->lid >> 8);
 	p[22] = (unsigned char)c->mtu;
@@ -269,8 +259,8 @@ static int conn_connect(struct mr_jconn *c, const unsigned char *e, struct meshr
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = rmtu < c->mtu ? rmtu : c->mtu;
-	a.dest_qp_num = get32(e + 12);
-	a.rq_psn = get32(e + 16) & 0xffffff;
+	a.dest_qp_num = mr_get_le32(e + 12);
+	a.rq_psn = mr_get_le32(e + 16) & 0xffffff;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12; /* 0.64 ms: RNR is our flow control (receiver behind) */
 	a.ah_attr.dlid = (uint16_t)(e[20] | e[21] << 8);
@@ -309,13 +299,13 @@ static const unsigned char *find_entry(const struct mr_jaccl *J, const struct mr
 {
 	const struct mr_jaccl_blob *pb = &b[c->peer];
 
-	if (pb->len < 4 || (pb->len - 4) / WIRE_ENTRY < get32(pb->data) || (pb->len - 4) % WIRE_ENTRY)
+	if (pb->len < 4 || (pb->len - 4) / WIRE_ENTRY < mr_get_le32(pb->data) || (pb->len - 4) % WIRE_ENTRY)
 		return mr_err_set(err, MESHRUN_E_PROTO, "jaccl: rank %d sent a malformed queue-pair table", c->peer), NULL;
-	uint32_t n = get32(pb->data);
+	uint32_t n = mr_get_le32(pb->data);
 	for (uint32_t i = 0; i < n; i++) {
 		const unsigned char *e = pb->data + 4 + (size_t)i * WIRE_ENTRY;
-		if (get32(e) == (uint32_t)J->rank && get32(e + 4) == (uint32_t)side_pair(J, c->side) &&
-		    get32(e + 8) == (uint32_t)c->idx)
+		if (mr_get_le32(e) == (uint32_t)J->rank && mr_get_le32(e + 4) == (uint32_t)side_pair(J, c->side) &&
+		    mr_get_le32(e + 8) == (uint32_t)c->idx)
 			return e;
 	}
 	mr_err_set(err, MESHRUN_E_PROTO, "jaccl: rank %d has no queue pair for cable %d to rank %d (do all ranks read the same MLX_IBV_DEVICES?)", c->peer, c->idx, J->rank);
@@ -388,7 +378,7 @@ int mr_jaccl_verbs_setup(struct mr_jaccl *J, const struct mr_jaccl_matrix *m,
 	blob = malloc(blen);
 	if (!blob)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
-	put32(blob, (uint32_t)J->nconn);
+	mr_put_le32(blob, (uint32_t)J->nconn);
 	for (int i = 0; i < J->nconn; i++)
 		encode_conn(&J->conn[i], blob + 4 + (size_t)i * WIRE_ENTRY);
 	rc = mr_jaccl_side_allgather(&J->side, blob, blen, &all, err);

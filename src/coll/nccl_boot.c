@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "coll/le.h"
 #include "coll/nccl_boot.h"
 #include "common/err.h"
 #include "common/fdio.h"
@@ -16,28 +17,6 @@
 
 /* How long one connection may take to send its request or answer. */
 #define CONN_STEP_MS 5000
-
-static void put16(unsigned char *p, unsigned v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static unsigned get16(const unsigned char *p)
-{
-	return (unsigned)p[0] | (unsigned)p[1] << 8;
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 int mr_nccl_boot_from_env(struct mr_nccl_boot *b, struct meshrun_err *err)
 {
@@ -89,10 +68,10 @@ size_t mr_nccl_boot_req_encode(unsigned char *buf, int rank, int size, const cha
 			       size_t token_len)
 {
 	memcpy(buf, MR_NCCL_BOOT_MAGIC, 4);
-	put16(buf + 4, MR_NCCL_BOOT_VERSION);
-	put16(buf + 6, (unsigned)token_len);
-	put32(buf + 8, (uint32_t)rank);
-	put32(buf + 12, (uint32_t)size);
+	mr_put_le16(buf + 4, MR_NCCL_BOOT_VERSION);
+	mr_put_le16(buf + 6, (unsigned)token_len);
+	mr_put_le32(buf + 8, (uint32_t)rank);
+	mr_put_le32(buf + 12, (uint32_t)size);
 	memcpy(buf + MR_NCCL_BOOT_REQ_FIXED, token, token_len);
 	return MR_NCCL_BOOT_REQ_FIXED + token_len;
 }
@@ -104,12 +83,12 @@ int mr_nccl_boot_req_decode(const unsigned char *buf, size_t len, int *rank, int
 		return mr_err_set(err, MESHRUN_E_PROTO, "not a meshrun nccl bootstrap request (bad magic)");
 	if (len < MR_NCCL_BOOT_REQ_FIXED)
 		return MR_NCCL_BOOT_REQ_FIXED;
-	if (get16(buf + 4) != MR_NCCL_BOOT_VERSION)
-		return mr_err_set(err, MESHRUN_E_PROTO, "bootstrap protocol version %u, expected %d", get16(buf + 4), MR_NCCL_BOOT_VERSION);
-	size_t tlen = get16(buf + 6);
+	if (mr_get_le16(buf + 4) != MR_NCCL_BOOT_VERSION)
+		return mr_err_set(err, MESHRUN_E_PROTO, "bootstrap protocol version %u, expected %d", mr_get_le16(buf + 4), MR_NCCL_BOOT_VERSION);
+	size_t tlen = mr_get_le16(buf + 6);
 	if (tlen > MR_NCCL_BOOT_TOKEN_MAX)
 		return mr_err_set(err, MESHRUN_E_PROTO, "job token of %zu bytes (at most %d)", tlen, MR_NCCL_BOOT_TOKEN_MAX);
-	uint32_t r = get32(buf + 8), s = get32(buf + 12);
+	uint32_t r = mr_get_le32(buf + 8), s = mr_get_le32(buf + 12);
 	if (r > INT32_MAX || s > INT32_MAX)
 		return mr_err_set(err, MESHRUN_E_PROTO, "rank %" PRIu32 " / size %" PRIu32 " out of range", r, s);
 	if (len < MR_NCCL_BOOT_REQ_FIXED + tlen)
@@ -263,9 +242,9 @@ static void serve_conn(struct serve_state *st, int fd, int64_t deadline)
 	else if (st->served[rank])
 		status = MR_NCCL_BOOT_DUP_RANK;
 	memcpy(reply, MR_NCCL_BOOT_MAGIC, 4);
-	put16(reply + 4, MR_NCCL_BOOT_VERSION);
-	put16(reply + 6, status);
-	put32(reply + 8, status == MR_NCCL_BOOT_OK ? MR_NCCL_ID_BYTES : 0);
+	mr_put_le16(reply + 4, MR_NCCL_BOOT_VERSION);
+	mr_put_le16(reply + 6, status);
+	mr_put_le32(reply + 8, status == MR_NCCL_BOOT_OK ? MR_NCCL_ID_BYTES : 0);
 	size_t n = MR_NCCL_BOOT_REPLY_FIXED;
 	if (status == MR_NCCL_BOOT_OK) {
 		memcpy(reply + n, st->id, MR_NCCL_ID_BYTES);
@@ -424,18 +403,18 @@ static int fetch_once(const struct mr_nccl_boot *b, const char *addr,
 	int64_t dl = step_deadline(deadline);
 	if (write_until(fd, req, n, dl) < 0 || read_until(fd, hdr, sizeof(hdr), dl) < 0)
 		goto out; /* retryable: errno says why */
-	if (memcmp(hdr, MR_NCCL_BOOT_MAGIC, 4) != 0 || get16(hdr + 4) != MR_NCCL_BOOT_VERSION) {
+	if (memcmp(hdr, MR_NCCL_BOOT_MAGIC, 4) != 0 || mr_get_le16(hdr + 4) != MR_NCCL_BOOT_VERSION) {
 		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: '%s' is not a meshrun nccl bootstrap server (bad answer header)", b->rank, addr);
 		goto out;
 	}
-	unsigned status = get16(hdr + 6);
+	unsigned status = mr_get_le16(hdr + 6);
 	if (status != MR_NCCL_BOOT_OK) {
 		rc = mr_err_set(err, status == MR_NCCL_BOOT_BAD_TOKEN ? MESHRUN_E_AUTH : MESHRUN_E_PROTO,
 				"nccl: rank %d: rank 0 at '%s' refused the id request: %s", b->rank, addr, status_text(status));
 		goto out;
 	}
-	if (get32(hdr + 8) != MR_NCCL_ID_BYTES) {
-		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: rank 0 at '%s' sent an id of %" PRIu32 " bytes, expected %d", b->rank, addr, get32(hdr + 8), MR_NCCL_ID_BYTES);
+	if (mr_get_le32(hdr + 8) != MR_NCCL_ID_BYTES) {
+		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: rank 0 at '%s' sent an id of %" PRIu32 " bytes, expected %d", b->rank, addr, mr_get_le32(hdr + 8), MR_NCCL_ID_BYTES);
 		goto out;
 	}
 	if (read_until(fd, id, MR_NCCL_ID_BYTES, dl) < 0)

@@ -1,60 +1,20 @@
 #include "common/compat.h"
+#include "coll/le.h"
 #include "coll/wire.h"
 #include "common/err.h"
-
-static void put16(unsigned char *p, unsigned v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static unsigned get16(const unsigned char *p)
-{
-	return (unsigned)p[0] | (unsigned)p[1] << 8;
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 size_t mr_hello_encode(const struct mr_hello *h, unsigned char *buf)
 {
 	size_t tl = MR_MIN(h->token_len, (size_t)MR_TOKEN_MAX);
 
 	memcpy(buf, MR_WIRE_MAGIC, 4);
-	put16(buf + 4, h->version);
-	put16(buf + 6, h->lane);
-	put32(buf + 8, h->rank);
-	put32(buf + 12, h->size);
-	put32(buf + 16, h->nconn);
-	put16(buf + 20, (unsigned)tl);
-	put16(buf + 22, 0);
+	mr_put_le16(buf + 4, h->version);
+	mr_put_le16(buf + 6, h->lane);
+	mr_put_le32(buf + 8, h->rank);
+	mr_put_le32(buf + 12, h->size);
+	mr_put_le32(buf + 16, h->nconn);
+	mr_put_le16(buf + 20, (unsigned)tl);
+	mr_put_le16(buf + 22, 0);
 	memcpy(buf + MR_HELLO_FIXED, h->token, tl);
 	return MR_HELLO_FIXED + tl;
 }
@@ -68,19 +28,19 @@ int mr_hello_decode(const unsigned char *buf, size_t len, struct mr_hello *h,
 		return mr_err_set(err, MESHRUN_E_PROTO, "not a meshrun ring connection (bad magic)");
 	if (len < MR_HELLO_FIXED)
 		return MR_HELLO_FIXED;
-	unsigned version = get16(buf + 4);
+	unsigned version = mr_get_le16(buf + 4);
 	if (version != MR_WIRE_VERSION)
 		return mr_err_set(err, MESHRUN_E_PROTO, "protocol version %u, this library speaks %u", version, MR_WIRE_VERSION);
-	size_t tl = get16(buf + 20);
-	if (tl > MR_TOKEN_MAX || get16(buf + 22) != 0)
+	size_t tl = mr_get_le16(buf + 20);
+	if (tl > MR_TOKEN_MAX || mr_get_le16(buf + 22) != 0)
 		return mr_err_set(err, MESHRUN_E_PROTO, "malformed hello (token length %zu)", tl);
 	if (len < MR_HELLO_FIXED + tl)
 		return (int)(MR_HELLO_FIXED + tl);
 	h->version = version;
-	h->lane = get16(buf + 6);
-	h->rank = get32(buf + 8);
-	h->size = get32(buf + 12);
-	h->nconn = get32(buf + 16);
+	h->lane = mr_get_le16(buf + 6);
+	h->rank = mr_get_le32(buf + 8);
+	h->size = mr_get_le32(buf + 12);
+	h->nconn = mr_get_le32(buf + 16);
 	h->token_len = tl;
 	memcpy(h->token, buf + MR_HELLO_FIXED, tl);
 	return 0;
@@ -106,18 +66,18 @@ void mr_frame_encode(const struct mr_frame_hdr *f, unsigned char *buf)
 {
 	memset(buf, 0, MR_FRAME_HDR);
 	buf[0] = (unsigned char)f->type;
-	put32(buf + 4, f->src);
-	put32(buf + 8, f->dst);
-	put64(buf + 16, f->len);
+	mr_put_le32(buf + 4, f->src);
+	mr_put_le32(buf + 8, f->dst);
+	mr_put_le64(buf + 16, f->len);
 }
 
 int mr_frame_decode(const unsigned char *buf, uint32_t size, struct mr_frame_hdr *f,
 		    struct meshrun_err *err)
 {
 	f->type = buf[0];
-	f->src = get32(buf + 4);
-	f->dst = get32(buf + 8);
-	f->len = get64(buf + 16);
+	f->src = mr_get_le32(buf + 4);
+	f->dst = mr_get_le32(buf + 8);
+	f->len = mr_get_le64(buf + 16);
 	if (f->type < MR_FRAME_HB || f->type > MR_FRAME_ABORT)
 		return mr_err_set(err, MESHRUN_E_PROTO, "unknown frame type %u", f->type);
 	if (f->src >= size || f->dst >= size)
