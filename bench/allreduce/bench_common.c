@@ -2,6 +2,7 @@
 #include "bench_common.h"
 #include "common/err.h"
 #include "common/num.h"
+#include "common/opt.h"
 
 #include <time.h>
 
@@ -63,4 +64,56 @@ int bench_check(const char *impl, const float *buf, size_t count, float want)
 		}
 	}
 	return 1;
+}
+
+int bench_opts_parse(int argc, char **argv, const char *usage, struct bench_opts *o,
+		     struct bench_sizes *sz, struct meshrun_err *err)
+{
+	const struct mr_opt table[] = {
+		MR_OPT_STRING_D(0, "sizes", &o->sizes, "LIST", BENCH_DEFAULT_SIZES, "buffer sizes in bytes (K/M/G suffixes)"),
+		MR_OPT_INT_D(0, "repeats", &o->repeats, "N", 1, 1000, "5", "timed rounds per size"),
+		MR_OPT_STRING_D(0, "label", &o->label, "NAME", o->label, "implementation name in the rows"),
+		MR_OPT_END(),
+	};
+	int rc = mr_opt_parse(table, argc, argv, 0, NULL, NULL, err);
+
+	if (rc == MR_OPT_HELP)
+		mr_opt_usage(stdout, usage, table, NULL);
+	if (rc != MR_OPT_OK)
+		return rc;
+	return bench_sizes_parse(o->sizes, sz, err);
+}
+
+size_t bench_max_bytes(const struct bench_sizes *sz)
+{
+	size_t maxb = 0;
+
+	for (size_t i = 0; i < sz->n; i++)
+		maxb = MR_MAX(maxb, sz->bytes[i]);
+	return maxb;
+}
+
+int bench_run_size(const struct bench_peer *p, const struct bench_opts *o, size_t bytes,
+		   float *buf)
+{
+	size_t count = bytes / sizeof(float);
+	int iters = bench_iters(bytes), n = p->size;
+
+	memset(buf, 0, bytes);
+	for (int round = -1; round < o->repeats; round++) {
+		if (p->barrier(p->ctx) < 0)
+			return -1;
+		double t0 = bench_now();
+		for (int i = 0; i < iters; i++)
+			if (p->sum(p->ctx, buf, count) < 0)
+				return -1;
+		double dt = (bench_now() - t0) / iters;
+		if (p->rank == 0 && round >= 0)
+			bench_row(o->label, n, bytes, round, dt);
+	}
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (float)(p->rank + 1);
+	if (p->sum(p->ctx, buf, count) < 0)
+		return -1;
+	return bench_check(o->label, buf, count, (float)(n * (n + 1) / 2)) ? 0 : 1;
 }

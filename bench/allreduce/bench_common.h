@@ -25,6 +25,41 @@ struct bench_sizes {
 	size_t bytes[BENCH_MAX_SIZES]; /* multiples of 4 (float32) */
 };
 
+/* The options every C peer takes; a peer sets the defaults before parsing. */
+struct bench_opts {
+	const char *sizes;
+	const char *label; /* implementation name in the rows */
+	int repeats;
+};
+
+/*
+ * One peer's collective as bench_run_size() drives it: barrier and an
+ * in-place float32 sum of count elements, each 0 or negative on failure
+ * (the peer keeps its message in ctx).
+ */
+struct bench_peer {
+	int rank, size;
+	int (*barrier)(void *ctx);
+	int (*sum)(void *ctx, float *buf, size_t count);
+	void *ctx;
+};
+
+/*
+ * Parse --sizes, --repeats and --label into o (its values are the defaults)
+ * and the size list into sz. Returns MR_OPT_OK; MR_OPT_HELP after printing
+ * usage on stdout; else an error for the caller to print (err.msg) and exit 2.
+ */
+int bench_opts_parse(int argc, char **argv, const char *usage, struct bench_opts *o,
+		     struct bench_sizes *sz, struct meshrun_err *err);
+/* The largest of the sizes: the buffer every round uses. */
+size_t bench_max_bytes(const struct bench_sizes *sz);
+/*
+ * The method above for one size on buf (bytes long), rows by rank 0. Returns
+ * 0, 1 when the check failed (printed), or -1 when barrier or sum failed.
+ */
+int bench_run_size(const struct bench_peer *p, const struct bench_opts *o, size_t bytes,
+		   float *buf);
+
 /* "4K,1M,128M" -> sizes; errors name the bad entry. */
 int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_err *err);
 /* Operations per timed round: enough that a round of small sizes lasts ms. */

@@ -64,18 +64,11 @@ static int entry_count(const cJSON *e)
 	return cJSON_IsArray(e) ? cJSON_GetArraySize(e) : 1;
 }
 
-int mr_ring_hosts_parse(const char *text, size_t len, const char *name,
-			struct mr_ring_hosts *out, struct meshrun_err *err)
+static int hosts_fill(const cJSON *root, const char *name, void *dst, struct meshrun_err *err)
 {
 	struct mr_ring_hosts h = { 0, 0, NULL };
-	const char *end = NULL;
 	int rc = 0;
-	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 
-	if (!root) {
-		size_t off = end && end >= text ? (size_t)(end - text) : 0;
-		return mr_err_set(err, MESHRUN_E_PARSE, "%s: malformed JSON near byte %zu", name, off);
-	}
 	if (!cJSON_IsArray(root) || cJSON_GetArraySize(root) == 0) {
 		rc = mr_err_set(err, MESHRUN_E_PARSE, "%s: expected a non-empty list of ranks", name);
 		goto out;
@@ -114,21 +107,47 @@ int mr_ring_hosts_parse(const char *text, size_t len, const char *name,
 			}
 		}
 	}
-	*out = h;
+	*(struct mr_ring_hosts *)dst = h;
 	h.addrs = NULL;
 out:
 	mr_ring_hosts_free(&h);
-	cJSON_Delete(root);
 	return rc;
+}
+
+int mr_ring_hosts_parse(const char *text, size_t len, const char *name,
+			struct mr_ring_hosts *out, struct meshrun_err *err)
+{
+	return mr_env_json_parse(text, len, name, hosts_fill, out, err);
 }
 
 int mr_ring_hosts_load(const char *path, struct mr_ring_hosts *out, struct meshrun_err *err)
 {
+	return mr_env_json_load(path, 16u << 20, hosts_fill, out, err);
+}
+
+int mr_env_json_parse(const char *text, size_t len, const char *name, mr_env_json_fill *fill,
+		      void *out, struct meshrun_err *err)
+{
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+
+	if (!root) {
+		size_t off = end && end >= text ? (size_t)(end - text) : 0;
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: malformed JSON near byte %zu", name, off);
+	}
+	int rc = fill(root, name, out, err);
+	cJSON_Delete(root);
+	return rc;
+}
+
+int mr_env_json_load(const char *path, size_t max, mr_env_json_fill *fill, void *out,
+		     struct meshrun_err *err)
+{
 	struct mr_buf b = MR_BUF_INIT;
-	int rc = mr_read_file(path, 16u << 20, &b, err);
+	int rc = mr_read_file(path, max, &b, err);
 
 	if (rc == 0)
-		rc = mr_ring_hosts_parse(mr_buf_cstr(&b), b.len, path, out, err);
+		rc = mr_env_json_parse(mr_buf_cstr(&b), b.len, path, fill, out, err);
 	mr_buf_release(&b);
 	return rc;
 }
@@ -171,6 +190,21 @@ int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *er
 		}
 		return 1;
 	}
+	return 0;
+}
+
+int mr_env_job_token(const char *who, char *token, size_t cap, size_t *len,
+		     struct meshrun_err *err)
+{
+	const char *v = getenv("MESHRUN_JOB_TOKEN");
+
+	*len = 0;
+	if (!v)
+		return 0;
+	if (strlen(v) > cap)
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: MESHRUN_JOB_TOKEN is longer than %zu bytes", who, cap);
+	*len = strlen(v);
+	memcpy(token, v, *len);
 	return 0;
 }
 

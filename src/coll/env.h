@@ -45,11 +45,34 @@ int mr_ring_hosts_load(const char *path, struct mr_ring_hosts *out, struct meshr
 void mr_ring_hosts_free(struct mr_ring_hosts *h);
 
 /*
+ * The JSON files the environment names (MLX_HOSTFILE, MLX_IBV_DEVICES):
+ * parse the text, or read the file at path (at most max bytes) and parse it
+ * named by path, then hand the document to fill, which builds *out from it
+ * (and owns nothing of it). A syntax error reads "NAME: malformed JSON near
+ * byte N"; fill's errors should start with name too.
+ */
+struct cJSON;
+typedef int mr_env_json_fill(const struct cJSON *root, const char *name, void *out,
+			     struct meshrun_err *err);
+int mr_env_json_parse(const char *text, size_t len, const char *name, mr_env_json_fill *fill,
+		      void *out, struct meshrun_err *err);
+int mr_env_json_load(const char *path, size_t max, mr_env_json_fill *fill, void *out,
+		     struct meshrun_err *err);
+
+/*
  * Rank (and size, -1 when unknown) from the environment. Returns 1 when a rank
  * variable was found, 0 when none is set, or a negative code when one is
  * malformed (message names the variable). *which gets the variable's name.
  */
 int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *err);
+
+/*
+ * MESHRUN_JOB_TOKEN (optional) into token, at most cap bytes, not
+ * NUL-terminated; *len gets its length, 0 when unset. A longer one is an
+ * error: "WHO: MESHRUN_JOB_TOKEN is longer than CAP bytes".
+ */
+int mr_env_job_token(const char *who, char *token, size_t cap, size_t *len,
+		     struct meshrun_err *err);
 
 /* MESHRUN_TIMEOUT in seconds ("30", "1.5", "500ms"); default 30 s. */
 #define MR_DEFAULT_TIMEOUT_MS 30000

@@ -346,6 +346,39 @@ static int ring_all_reduce(struct mr_jaccl *J, unsigned char *buf, size_t count,
 	return rc;
 }
 
+/* Offsets then lengths (size each) of size blocks of n units, block i at
+ * i * n: what the mesh ops take for the equal blocks of the public ops. */
+static size_t *equal_blocks(struct mr_jaccl *J, size_t n, struct meshrun_err *err)
+{
+	size_t *off = calloc(2 * (size_t)J->size, sizeof(*off));
+
+	if (!off) {
+		mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < J->size; i++) {
+		off[i] = (size_t)i * n;
+		off[J->size + i] = n;
+	}
+	return off;
+}
+
+/* Ring steps (from sb) over the blocked layout: size blocks of count elements. */
+static int ring_blocks(struct mr_jaccl *J, unsigned char *buf, size_t count, size_t esz, int sb,
+		       int mode, enum meshrun_dtype dt, enum mr_op op, const char *what,
+		       struct meshrun_err *err)
+{
+	int nj = njobs_for(J, count * esz * (size_t)J->size);
+	struct job *jobs = jobs_new(J, nj);
+
+	if (!jobs)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	layout_blocks(J, jobs, nj, count, esz);
+	int rc = ring_steps(J, buf, jobs, nj, sb, mode, dt, op, what, err);
+	jobs_free(jobs, nj);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- ops */
 
 static int j_all_reduce(struct meshrun_group *g, void *buf, size_t count, enum meshrun_dtype dt,
@@ -370,26 +403,15 @@ static int j_reduce_scatter(struct meshrun_group *g, void *buf, size_t count, en
 	if (broken(J, err) < 0)
 		return J->ferr.code;
 	if (J->topo == MR_JACCL_MESH) {
-		size_t *off = calloc(2 * (size_t)J->size, sizeof(*off));
+		size_t *off = equal_blocks(J, count, err);
 		if (!off)
-			return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
-		for (int i = 0; i < J->size; i++) {
-			off[i] = (size_t)i * count;
-			off[J->size + i] = count;
-		}
+			return MESHRUN_E_NOMEM;
 		rc = mesh_reduce_scatter(J, buf, off, off + J->size, dt, op, "sum_scatter", err);
 		free(off);
 		return rc;
 	}
-	int nj = njobs_for(J, count * esz * (size_t)J->size);
-	struct job *jobs = jobs_new(J, nj);
-	if (!jobs)
-		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
-	layout_blocks(J, jobs, nj, count, esz);
 	/* shifted by one so that position v ends with block v, i.e. its own */
-	rc = ring_steps(J, buf, jobs, nj, -1, MR_JX_REDUCE, dt, op, "sum_scatter", err);
-	jobs_free(jobs, nj);
-	return rc;
+	return ring_blocks(J, buf, count, esz, -1, MR_JX_REDUCE, dt, op, "sum_scatter", err);
 }
 
 static int j_all_gather(struct meshrun_group *g, void *buf, size_t bytes, struct meshrun_err *err)
@@ -400,25 +422,14 @@ static int j_all_gather(struct meshrun_group *g, void *buf, size_t bytes, struct
 	if (broken(J, err) < 0)
 		return J->ferr.code;
 	if (J->topo == MR_JACCL_MESH) {
-		size_t *off = calloc(2 * (size_t)J->size, sizeof(*off));
+		size_t *off = equal_blocks(J, bytes, err);
 		if (!off)
-			return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
-		for (int i = 0; i < J->size; i++) {
-			off[i] = (size_t)i * bytes;
-			off[J->size + i] = bytes;
-		}
+			return MESHRUN_E_NOMEM;
 		rc = mesh_all_gather_blocks(J, buf, off, off + J->size, "all_gather", err);
 		free(off);
 		return rc;
 	}
-	int nj = njobs_for(J, bytes * (size_t)J->size);
-	struct job *jobs = jobs_new(J, nj);
-	if (!jobs)
-		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
-	layout_blocks(J, jobs, nj, bytes, 1);
-	rc = ring_steps(J, buf, jobs, nj, 0, MR_JX_COPY, MESHRUN_UINT8, MR_OP_SUM, "all_gather", err);
-	jobs_free(jobs, nj);
-	return rc;
+	return ring_blocks(J, buf, bytes, 1, 0, MR_JX_COPY, MESHRUN_UINT8, MR_OP_SUM, "all_gather", err);
 }
 
 static int p2p(struct meshrun_group *g, const char *what, const void *sbuf, void *rbuf,

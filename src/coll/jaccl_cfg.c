@@ -5,9 +5,7 @@
 #include "common/compat.h"
 #include "coll/jaccl.h"
 #include "coll/env.h"
-#include "common/buf.h"
 #include "common/err.h"
-#include "common/fdio.h"
 #include "common/num.h"
 
 #include <cjson/cJSON.h>
@@ -63,18 +61,11 @@ static int parse_cell(struct mr_jaccl_cell *c, const cJSON *v, const char *name,
 	return 0;
 }
 
-int mr_jaccl_matrix_parse(const char *text, size_t len, const char *name,
-			  struct mr_jaccl_matrix *out, struct meshrun_err *err)
+static int matrix_fill(const cJSON *root, const char *name, void *dst, struct meshrun_err *err)
 {
 	struct mr_jaccl_matrix m = { 0, NULL };
-	const char *end = NULL;
 	int rc = 0;
-	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 
-	if (!root) {
-		size_t off = end && end >= text ? (size_t)(end - text) : 0;
-		return mr_err_set(err, MESHRUN_E_PARSE, "%s: malformed JSON near byte %zu", name, off);
-	}
 	if (!cJSON_IsArray(root)) {
 		rc = mr_err_set(err, MESHRUN_E_PARSE, "%s: the device file should start with a list (one row per rank)", name);
 		goto out;
@@ -105,23 +96,22 @@ int mr_jaccl_matrix_parse(const char *text, size_t len, const char *name,
 				goto out;
 		}
 	}
-	*out = m;
+	*(struct mr_jaccl_matrix *)dst = m;
 	m.cells = NULL;
 out:
 	mr_jaccl_matrix_free(&m);
-	cJSON_Delete(root);
 	return rc;
+}
+
+int mr_jaccl_matrix_parse(const char *text, size_t len, const char *name,
+			  struct mr_jaccl_matrix *out, struct meshrun_err *err)
+{
+	return mr_env_json_parse(text, len, name, matrix_fill, out, err);
 }
 
 int mr_jaccl_matrix_load(const char *path, struct mr_jaccl_matrix *out, struct meshrun_err *err)
 {
-	struct mr_buf b = MR_BUF_INIT;
-	int rc = mr_read_file(path, 4u << 20, &b, err);
-
-	if (rc == 0)
-		rc = mr_jaccl_matrix_parse(mr_buf_cstr(&b), b.len, path, out, err);
-	mr_buf_release(&b);
-	return rc;
+	return mr_env_json_load(path, 4u << 20, matrix_fill, out, err);
 }
 
 /* Why m is not a mesh ("rank 1, column 3: ..."), or "" when it is. */
@@ -241,14 +231,7 @@ int mr_jaccl_env_read(struct mr_jaccl_env *e, struct meshrun_err *err)
 	rc = mr_env_timeout_ms(&e->timeout_ms, err);
 	if (rc < 0)
 		return rc;
-	v = getenv("MESHRUN_JOB_TOKEN");
-	if (v) {
-		e->token_len = strlen(v);
-		if (e->token_len > MR_TOKEN_MAX)
-			return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_JOB_TOKEN is longer than %d bytes", MR_TOKEN_MAX);
-		memcpy(e->token, v, e->token_len);
-	}
-	return 0;
+	return mr_env_job_token("jaccl", e->token, sizeof(e->token), &e->token_len, err);
 }
 
 size_t mr_jaccl_chunk_size(size_t bytes)

@@ -501,17 +501,25 @@ static bool xfer_done(const struct mr_jxfer *x)
 	return x->soff == x->slen && x->c->tx_done == x->c->tx_posted && x->ddone_chunks == x->dnchunks;
 }
 
-/* A rank whose side channel closed: fatal when a pending transfer needs it. */
-static int check_gone(const struct mr_jxfer *x, int n, int gone, struct meshrun_err *err)
+/*
+ * A rank whose side channel closed is fatal only when a pending transfer still
+ * needs it after MR_JGONE_GRACE_MS: a peer that finished its last collective
+ * exits as soon as its sends are acknowledged, so the closed channel can be
+ * seen here before our receive completions for its final chunks are polled.
+ */
+#define MR_JGONE_GRACE_MS 1000
+
+/* The first pending transfer whose peer has left, or NULL. */
+static const struct mr_jxfer *pending_gone(const struct mr_jaccl *J, const struct mr_jxfer *x, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (x[i].c->peer == gone && !xfer_done(&x[i]))
-			return mr_err_set(err, MESHRUN_E_PEER, "peer rank %d closed its side channel (process exited or killed?)", gone);
-	return 0;
+		if (J->side.gone[x[i].c->peer] && !xfer_done(&x[i]))
+			return &x[i];
+	return NULL;
 }
 
 static int wait_events(struct mr_jaccl *J, struct mr_jxfer *x, int n, struct pollfd *pfd,
-		       int64_t deadline, struct meshrun_err *err)
+		       int64_t deadline, int64_t *gone_deadline, struct meshrun_err *err)
 {
 	int np = 0;
 
@@ -545,8 +553,8 @@ static int wait_events(struct mr_jaccl *J, struct mr_jxfer *x, int n, struct pol
 		int e = mr_jaccl_side_event(&J->side, k - n, &gone, err);
 		if (e < 0)
 			return e;
-		if (e == 1 && (e = check_gone(x, n, gone, err)) < 0)
-			return e;
+		if (e == 1 && pending_gone(J, x, n))
+			*gone_deadline = mr_now_ms() + MR_JGONE_GRACE_MS;
 	}
 	return 0;
 }
@@ -559,6 +567,7 @@ static int exchange_loop(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ord
 	int spins = 0, rc = 0;
 	size_t k = 0; /* ordered: chunk index being delivered */
 	int oi = 0;   /* ordered: transfer whose chunk k is next */
+	int64_t gone_deadline = 0; /* set while a rank we need has left */
 
 	for (;;) {
 		bool progress = false, done = true;
@@ -620,13 +629,21 @@ static int exchange_loop(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ord
 			return rc;
 		if (progress)
 			continue;
+		if (gone_deadline && mr_ms_left(gone_deadline) == 0) {
+			const struct mr_jxfer *g = pending_gone(J, x, n);
+			if (g)
+				return mr_err_set(err, MESHRUN_E_PEER, "peer rank %d closed its side channel (process exited or killed?)", g->c->peer);
+			gone_deadline = 0;
+		}
 		int64_t deadline = last + J->timeout_ms;
 		if (mr_ms_left(deadline) == 0) {
 			for (int i = 0; i < n; i++)
 				if (!xfer_done(&x[i]))
 					return mr_err_set(err, MESHRUN_E_TIMEOUT, "peer rank %d (device '%s') stopped answering: no progress for %lld ms (sent %zu of %zu bytes, received %zu of %zu chunks)", x[i].c->peer, x[i].c->dev, (long long)J->timeout_ms, x[i].soff, x[i].slen, x[i].ddone_chunks, x[i].dnchunks);
 		}
-		rc = wait_events(J, x, n, pfd, deadline, err);
+		if (gone_deadline)
+			deadline = MR_MIN(deadline, gone_deadline);
+		rc = wait_events(J, x, n, pfd, deadline, &gone_deadline, err);
 		if (rc < 0)
 			return rc;
 	}

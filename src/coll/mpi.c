@@ -34,6 +34,7 @@
  */
 #include "common/compat.h"
 #include "coll/coll.h"
+#include "coll/dl.h"
 #include "coll/mpi_abi.h"
 #include "common/err.h"
 
@@ -131,17 +132,7 @@ static void *open_lib(int extra, const char **name, char *why, size_t cap)
 		names = &env;
 		n = 1;
 	}
-	for (size_t i = 0; i < n; i++) {
-		void *h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL | extra);
-		*name = names[i];
-		if (h)
-			return h;
-		const char *e = dlerror();
-		if (i == 0)
-			snprintf(why, cap, "%s", e ? e : "unknown error");
-	}
-	*name = names[0];
-	return NULL;
+	return mr_dl_open_first(names, n, RTLD_NOW | RTLD_GLOBAL | extra, name, why, cap);
 }
 
 /* Fill proc.api (with proc.mu held). */

@@ -35,6 +35,7 @@
  */
 #include "common/compat.h"
 #include "coll/coll.h"
+#include "coll/dl.h"
 #include "coll/env.h"
 #include "coll/nccl_boot.h"
 #include "common/err.h"
@@ -114,21 +115,6 @@ struct sym {
 	void **slot;
 };
 
-/* dlopen the first of names that loads; else why gets the first name's
- * dlerror (the one that matters: the others are fallbacks). */
-static void *load_lib(const char *const *names, size_t n, char *why, size_t cap)
-{
-	for (size_t i = 0; i < n; i++) {
-		void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			return h;
-		const char *e = dlerror();
-		if (i == 0)
-			snprintf(why, cap, "%s", e ? e : "unknown error");
-	}
-	return NULL;
-}
-
 static int load_syms(void *h, const struct sym *syms, size_t n, const char *lib,
 		     struct meshrun_err *err)
 {
@@ -159,7 +145,8 @@ static int load_cudart(struct nccl_api *a, struct meshrun_err *err)
 
 	char why[512];
 
-	a->cudart = load_lib(names, ARRAY_SIZE(names), why, sizeof(why));
+	a->cudart = mr_dl_open_first(names, ARRAY_SIZE(names), RTLD_NOW | RTLD_LOCAL, NULL, why,
+				     sizeof(why));
 	if (!a->cudart)
 		return mr_err_set(err, MESHRUN_E_BACKEND, "nccl: no CUDA device: cannot load the CUDA runtime: %s", why);
 	return load_syms(a->cudart, syms, ARRAY_SIZE(syms), "libcudart", err);
@@ -177,7 +164,8 @@ static int load_nccl(struct nccl_api *a, struct meshrun_err *err)
 
 	char why[512];
 
-	a->nccl = load_lib(names, ARRAY_SIZE(names), why, sizeof(why));
+	a->nccl = mr_dl_open_first(names, ARRAY_SIZE(names), RTLD_NOW | RTLD_LOCAL, NULL, why,
+				   sizeof(why));
 	if (!a->nccl)
 		return mr_err_set(err, MESHRUN_E_BACKEND, "nccl: cannot load libnccl.so.2: %s", why);
 	return load_syms(a->nccl, syms, ARRAY_SIZE(syms), "libnccl.so.2", err);

@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "coll/env.h"
 #include "coll/le.h"
 #include "coll/nccl_boot.h"
 #include "common/err.h"
@@ -54,14 +55,7 @@ int mr_nccl_boot_from_env(struct mr_nccl_boot *b, struct meshrun_err *err)
 	if (t && *t && mr_parse_i64(t, 1, INT64_C(7) * 24 * 3600 * 1000, &b->timeout_ms) < 0)
 		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable MLX_NCCL_TIMEOUT='%s': expected milliseconds, e.g. 300000", t);
 
-	const char *tok = getenv("MESHRUN_JOB_TOKEN");
-	if (tok) {
-		b->token_len = strlen(tok);
-		if (b->token_len > MR_NCCL_BOOT_TOKEN_MAX)
-			return mr_err_set(err, MESHRUN_E_PARSE, "nccl: MESHRUN_JOB_TOKEN is longer than %d bytes", MR_NCCL_BOOT_TOKEN_MAX);
-		memcpy(b->token, tok, b->token_len);
-	}
-	return 0;
+	return mr_env_job_token("nccl", b->token, sizeof(b->token), &b->token_len, err);
 }
 
 size_t mr_nccl_boot_req_encode(unsigned char *buf, int rank, int size, const char *token,
@@ -126,6 +120,23 @@ static int resolve(const struct mr_nccl_boot *b, const char *addr, struct sockad
 	return 0;
 }
 
+/* Wait for events on fd until the deadline: 1 ready, 0 not yet (a signal:
+ * call again), or -1 with errno (ETIMEDOUT once the deadline has passed). */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int left = mr_ms_left(deadline);
+
+	if (left == 0) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	int n = poll(&p, 1, left);
+	if (n < 0 && errno != EINTR)
+		return -1;
+	return n > 0;
+}
+
 /* Read exactly n bytes from a non-blocking fd before the deadline: 0, or -1
  * with errno (ETIMEDOUT on the deadline, ECONNRESET on end of stream). */
 static int read_until(int fd, void *buf, size_t n, int64_t deadline)
@@ -142,15 +153,7 @@ static int read_until(int fd, void *buf, size_t n, int64_t deadline)
 			errno = ECONNRESET;
 			return -1;
 		}
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int left = mr_ms_left(deadline);
-		if (left == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		if (poll(&p, 1, left) < 0 && errno != EINTR)
+		if ((errno != EAGAIN && errno != EWOULDBLOCK) || wait_fd(fd, POLLIN, deadline) < 0)
 			return -1;
 	}
 	return 0;
@@ -166,15 +169,7 @@ static int write_until(int fd, const void *buf, size_t n, int64_t deadline)
 			put += (size_t)k;
 			continue;
 		}
-		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int left = mr_ms_left(deadline);
-		if (left == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		if (poll(&p, 1, left) < 0 && errno != EINTR)
+		if ((k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || wait_fd(fd, POLLOUT, deadline) < 0)
 			return -1;
 	}
 	return 0;
@@ -344,14 +339,8 @@ static int connect_until(const struct sockaddr_storage *sa, socklen_t salen, int
 	if (errno != EINPROGRESS && errno != EINTR)
 		goto fail;
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int left = mr_ms_left(deadline);
-		if (left == 0) {
-			errno = ETIMEDOUT;
-			goto fail;
-		}
-		int n = poll(&p, 1, left);
-		if (n < 0 && errno != EINTR)
+		int n = wait_fd(fd, POLLOUT, deadline);
+		if (n < 0)
 			goto fail;
 		if (n > 0)
 			break;

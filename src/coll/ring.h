@@ -22,7 +22,9 @@
  * Small all-reduces (at most MR_RING_SMALL_BYTES) do not use this layout:
  * ring.c gathers every rank's buffer both ways round the ring (ceil((n-1)/2)
  * hops instead of 2(n-1)) and reduces the copies locally in rank order, the
- * same order on every rank.
+ * same order on every rank; on exactly 4 ranks, whose recursive-doubling
+ * pairs (0-1, 2-3, then 0-3, 1-2) are all ring neighbours, it swaps buffers
+ * twice instead (two hops, two messages per rank rather than three).
  */
 #ifndef MR_COLL_RING_H
 #define MR_COLL_RING_H

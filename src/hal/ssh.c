@@ -461,13 +461,18 @@ static void job_stdout(struct job *j, const char *d, size_t n)
 
 /* --- connections --- */
 
-static void conn_teardown(struct conn *c, bool polite)
+static void agent_close(struct conn *c)
 {
 	if (c->agent) {
 		libssh2_agent_disconnect(c->agent);
 		libssh2_agent_free(c->agent);
 		c->agent = NULL;
 	}
+}
+
+static void conn_teardown(struct conn *c, bool polite)
+{
+	agent_close(c);
 	if (c->s && polite && c->state == C_READY)
 		libssh2_session_disconnect(c->s, "meshrun done"); /* one try, non-blocking */
 	/* Close the socket first: with it gone, session_free cannot wait on it. */
@@ -739,9 +744,34 @@ static void conn_start(struct conn *c)
 	conn_try_next_addr(c);
 }
 
+enum auth_res { AUTH_WAIT, AUTH_ENDED, AUTH_REFUSED };
+
+/*
+ * The rc of one publickey attempt (agent or key file), alike for both: success
+ * or a transport error ends authentication (C_READY or C_FAILED); any other
+ * error is a refusal, and the caller tries the next identity.
+ */
+static enum auth_res auth_attempt(struct conn *c, int rc)
+{
+	if (rc == LIBSSH2_ERROR_EAGAIN)
+		return AUTH_WAIT;
+	if (rc == 0) {
+		agent_close(c);
+		c->state = C_READY;
+		return AUTH_ENDED;
+	}
+	if (is_socket_error(rc)) {
+		conn_set_err(c, MESHRUN_E_CONNECT, "during authentication: %s", ssh_errmsg(c->s, rc));
+		c->state = C_FAILED;
+		return AUTH_ENDED;
+	}
+	return AUTH_REFUSED;
+}
+
 /* One step of publickey authentication; C_READY or C_FAILED when it ends. */
 static bool conn_auth_step(struct conn *c)
 {
+	enum auth_res res;
 	int rc;
 
 	for (;;) {
@@ -757,11 +787,7 @@ static bool conn_auth_step(struct conn *c)
 			if (!c->agent || libssh2_agent_connect(c->agent) < 0 ||
 			    libssh2_agent_list_identities(c->agent) < 0) {
 				mr_buf_puts(&c->auth_log, "ssh-agent not usable; ");
-				if (c->agent) {
-					libssh2_agent_disconnect(c->agent);
-					libssh2_agent_free(c->agent);
-					c->agent = NULL;
-				}
+				agent_close(c);
 				break;
 			}
 			c->agent_id = NULL;
@@ -770,9 +796,7 @@ static bool conn_auth_step(struct conn *c)
 		}
 		case A_AGENT_NEXT:
 			if (libssh2_agent_get_identity(c->agent, &c->agent_id, c->agent_id) != 0) {
-				libssh2_agent_disconnect(c->agent);
-				libssh2_agent_free(c->agent);
-				c->agent = NULL;
+				agent_close(c);
 				c->auth = A_KEY_NEXT;
 				break;
 			}
@@ -780,16 +804,9 @@ static bool conn_auth_step(struct conn *c)
 			break;
 		case A_AGENT_TRY:
 			rc = libssh2_agent_userauth(c->agent, c->user, c->agent_id);
-			if (rc == LIBSSH2_ERROR_EAGAIN)
-				return false;
-			if (rc == 0)
-				goto ready;
-			if (is_socket_error(rc)) {
-				conn_set_err(c, MESHRUN_E_CONNECT, "during authentication: %s",
-					     ssh_errmsg(c->s, rc));
-				c->state = C_FAILED;
-				return true;
-			}
+			res = auth_attempt(c, rc);
+			if (res != AUTH_REFUSED)
+				return res == AUTH_ENDED;
 			mr_buf_printf(&c->auth_log, "agent key '%s' refused; ",
 				      c->agent_id && c->agent_id->comment ? c->agent_id->comment : "?");
 			c->auth = A_AGENT_NEXT;
@@ -812,16 +829,9 @@ static bool conn_auth_step(struct conn *c)
 
 			rc = libssh2_userauth_publickey_fromfile_ex(c->s, c->user, (unsigned)strlen(c->user),
 								    NULL, path, NULL);
-			if (rc == LIBSSH2_ERROR_EAGAIN)
-				return false;
-			if (rc == 0)
-				goto ready;
-			if (is_socket_error(rc)) {
-				conn_set_err(c, MESHRUN_E_CONNECT, "during authentication: %s",
-					     ssh_errmsg(c->s, rc));
-				c->state = C_FAILED;
-				return true;
-			}
+			res = auth_attempt(c, rc);
+			if (res != AUTH_REFUSED)
+				return res == AUTH_ENDED;
 			mr_buf_printf(&c->auth_log, "key '%s' %s; ", path,
 				      rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED || rc == LIBSSH2_ERROR_FILE ?
 					      "unreadable (bad file or needs a passphrase)" : "refused");
@@ -831,14 +841,6 @@ static bool conn_auth_step(struct conn *c)
 		}
 		}
 	}
-ready:
-	if (c->agent) {
-		libssh2_agent_disconnect(c->agent);
-		libssh2_agent_free(c->agent);
-		c->agent = NULL;
-	}
-	c->state = C_READY;
-	return true;
 }
 
 /* Advance connection set-up; true when the state changed. */
@@ -1058,11 +1060,33 @@ static void job_exit_status(struct job *j)
 	job_result(j, 0, libssh2_channel_get_exit_status(j->ch), 0, NULL);
 }
 
+enum chan_res { CH_WAIT, CH_FAILED, CH_DONE };
+
+/*
+ * The rc of one channel call in job_step(): EAGAIN waits (note_eagain); an error
+ * fails the job or its connection (job_ssh_error: j may be freed), unless what
+ * is NULL, which ignores it.
+ */
+static enum chan_res chan_call(struct job *j, int rc, const char *what)
+{
+	if (rc == LIBSSH2_ERROR_EAGAIN) {
+		note_eagain(j, OP_NONE);
+		return CH_WAIT;
+	}
+	note_done(j);
+	if (rc < 0 && what) {
+		job_ssh_error(j, rc, what);
+		return CH_FAILED;
+	}
+	return CH_DONE;
+}
+
 /* Advance one job as far as it goes without waiting. true on progress. */
 static bool job_step(struct job *j)
 {
 	struct conn *c = j->conn;
 	bool progress = false, gone = false;
+	enum chan_res res;
 	int rc;
 
 	if (c->owner && c->owner != j)
@@ -1135,16 +1159,9 @@ static bool job_step(struct job *j)
 		progress = true;
 		/* fallthrough */
 	case S_EXEC:
-		rc = libssh2_channel_exec(j->ch, j->cmdline);
-		if (rc == LIBSSH2_ERROR_EAGAIN) {
-			note_eagain(j, OP_NONE);
-			return progress;
-		}
-		note_done(j);
-		if (rc < 0) {
-			job_ssh_error(j, rc, "exec");
-			return true;
-		}
+		res = chan_call(j, libssh2_channel_exec(j->ch, j->cmdline), "exec");
+		if (res != CH_DONE)
+			return res == CH_FAILED || progress;
 		c->was_idle = false;
 		j->st = S_IO;
 		progress = true;
@@ -1155,41 +1172,24 @@ static bool job_step(struct job *j)
 			return progress;
 		/* fallthrough */
 	case S_CLOSE:
-		rc = libssh2_channel_close(j->ch);
-		if (rc == LIBSSH2_ERROR_EAGAIN) {
-			note_eagain(j, OP_NONE);
-			return progress;
-		}
-		note_done(j);
-		if (rc < 0) {
-			job_ssh_error(j, rc, "close channel");
-			return true;
-		}
+		res = chan_call(j, libssh2_channel_close(j->ch), "close channel");
+		if (res != CH_DONE)
+			return res == CH_FAILED || progress;
 		j->st = S_WAITCLOSED;
 		progress = true;
 		/* fallthrough */
 	case S_WAITCLOSED:
-		rc = libssh2_channel_wait_closed(j->ch);
-		if (rc == LIBSSH2_ERROR_EAGAIN) {
-			note_eagain(j, OP_NONE);
-			return progress;
-		}
-		note_done(j);
-		if (rc < 0) {
-			job_ssh_error(j, rc, "wait for channel close");
-			return true;
-		}
+		res = chan_call(j, libssh2_channel_wait_closed(j->ch), "wait for channel close");
+		if (res != CH_DONE)
+			return res == CH_FAILED || progress;
 		job_exit_status(j);
 		j->st = S_FREE;
 		progress = true;
 		/* fallthrough */
 	case S_FREE:
-		rc = libssh2_channel_free(j->ch);
-		if (rc == LIBSSH2_ERROR_EAGAIN) {
-			note_eagain(j, OP_NONE);
+		/* An error here changes nothing: the channel is gone with the session. */
+		if (chan_call(j, libssh2_channel_free(j->ch), NULL) == CH_WAIT)
 			return progress;
-		}
-		note_done(j);
 		j->ch = NULL;
 		c->nchan--;
 		unlink_job(j);
@@ -1716,6 +1716,15 @@ static bool job_is_done(struct ssh_hal *sh, void *arg)
 	return ((struct job *)arg)->done;
 }
 
+/* Signal a proc's process group; before its pgid is known, once it is. */
+static void job_kill(struct job *j, int sig)
+{
+	if (j->pgid)
+		queue_kill(j->conn, j->pgid, sig);
+	else
+		j->pending_sig = sig;
+}
+
 /* TERM, grace, KILL, grace: wait (no callbacks) until j has an exit or time is up. */
 static void kill_and_wait(struct ssh_hal *sh, struct job *j)
 {
@@ -1724,10 +1733,7 @@ static void kill_and_wait(struct ssh_hal *sh, struct job *j)
 	for (size_t k = 0; k < ARRAY_SIZE(sigs) && !j->done && j->conn; k++) {
 		int64_t end = mr_now_ms() + MR_HAL_KILL_GRACE_MS;
 
-		if (j->pgid)
-			queue_kill(j->conn, j->pgid, sigs[k]);
-		else
-			j->pending_sig = sigs[k];
+		job_kill(j, sigs[k]);
 		while (!j->done && j->conn && mr_now_ms() < end)
 			if (pump(sh, mr_ms_left(end), false, job_is_done, j) < 0)
 				break;
@@ -1785,10 +1791,7 @@ static void ssh_free(struct mr_hal *hal)
 
 			if (j->done || !j->conn)
 				continue;
-			if (j->pgid)
-				queue_kill(j->conn, j->pgid, sigs[k]);
-			else
-				j->pending_sig = sigs[k];
+			job_kill(j, sigs[k]);
 		}
 		while (!procs_done(sh, NULL) && mr_now_ms() < end)
 			if (pump(sh, mr_ms_left(end), false, procs_done, NULL) < 0)

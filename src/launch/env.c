@@ -307,10 +307,9 @@ void mr_launch_env_release(struct mr_launch_env *e)
 	e->nranks = 0;
 }
 
-int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const char *dir,
-			   struct mr_strvec *out)
+int mr_launch_env_shared(const struct mr_launch_env *e, const char *dir, struct mr_strvec *out)
 {
-	if (rank >= e->nranks || (e->nfiles && !dir)) {
+	if (e->nfiles && !dir) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -320,6 +319,18 @@ int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const cha
 	for (size_t i = 0; i < e->nfiles; i++)
 		if (mr_strvec_pushf(out, "%s=%s/%s", e->files[i].var, dir, e->files[i].name) < 0)
 			return -1;
+	return 0;
+}
+
+int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const char *dir,
+			   struct mr_strvec *out)
+{
+	if (rank >= e->nranks) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (mr_launch_env_shared(e, dir, out) < 0)
+		return -1;
 	for (size_t i = 0; i < e->per_rank[rank].nr; i++)
 		if (mr_strvec_push(out, e->per_rank[rank].v[i]) < 0)
 			return -1;

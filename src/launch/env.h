@@ -92,9 +92,15 @@ int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env
 void mr_launch_env_release(struct mr_launch_env *e);
 
 /*
- * The complete variable list of one rank: common, then VAR=<dir>/<name> for each
- * file (dir is the job's directory on that rank's host; NULL when nfiles == 0),
- * then the rank's own. out is appended to.
+ * What every rank gets (also under an external launcher): common, then
+ * VAR=<dir>/<name> for each file (dir is the job's directory on the rank's host;
+ * NULL when nfiles == 0, else -1 with errno EINVAL). out is appended to.
+ */
+int mr_launch_env_shared(const struct mr_launch_env *e, const char *dir, struct mr_strvec *out);
+
+/*
+ * The complete variable list of one rank: mr_launch_env_shared(), then the
+ * rank's own. out is appended to.
  */
 int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const char *dir,
 			   struct mr_strvec *out);

@@ -72,16 +72,8 @@ int mr_launch_pick_launcher(const char *opt, const char *env_launcher, const cha
 int mr_launch_extern_env(const struct mr_launch_env *e, const char *dir, const char *token,
 			 struct mr_strvec *out)
 {
-	if (e->nfiles && !dir) {
-		errno = EINVAL;
+	if (mr_launch_env_shared(e, dir, out) < 0)
 		return -1;
-	}
-	for (size_t i = 0; i < e->common.nr; i++)
-		if (mr_strvec_push(out, e->common.v[i]) < 0)
-			return -1;
-	for (size_t i = 0; i < e->nfiles; i++)
-		if (mr_strvec_pushf(out, "%s=%s/%s", e->files[i].var, dir, e->files[i].name) < 0)
-			return -1;
 	if (token && mr_strvec_setenv(out, "MESHRUN_JOB_TOKEN", token) < 0)
 		return -1;
 	return 0;

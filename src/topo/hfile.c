@@ -28,6 +28,31 @@ static int copy_ips(struct mr_host *h, const struct mr_strvec *ips)
 	return 0;
 }
 
+/* The jaccl backends' row for cluster host `node`: its ips (host_ips[node] if
+ * given) and an all-null rdma row of one cell per host, for the caller to fill. */
+static int add_rdma_host(struct mr_hostfile *hf, const struct mr_topo_cluster *c, size_t node,
+			 const struct mr_strvec *host_ips, struct mr_host **out,
+			 struct meshrun_err *err)
+{
+	int hi = mr_hostfile_add_host(hf, c->hosts[node].name, err);
+	struct mr_host *h;
+
+	if (hi < 0)
+		return hi;
+	h = &hf->hosts[hi];
+	h->has_rdma = true;
+	if (copy_ips(h, host_ips ? &host_ips[node] : NULL) < 0)
+		goto nomem;
+	h->rdma = calloc(c->nhosts, sizeof(*h->rdma));
+	if (!h->rdma)
+		goto nomem;
+	h->nrdma = c->nhosts;
+	*out = h;
+	return 0;
+nomem:
+	return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+}
+
 int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan *p,
 		     const struct mr_topo_choice *ch, const struct mr_strvec *host_ips,
 		     const struct mr_strvec *envs, struct mr_hostfile **out,
@@ -77,21 +102,11 @@ int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan 
 		break;
 	case MR_TOPO_BACKEND_JACCL:
 		for (size_t i = 0; i < n; i++) {
-			int hi = mr_hostfile_add_host(hf, c->hosts[i].name, err);
 			struct mr_host *h;
 
-			if (hi < 0) {
-				rc = hi;
+			rc = add_rdma_host(hf, c, i, host_ips, &h, err);
+			if (rc < 0)
 				goto out;
-			}
-			h = &hf->hosts[hi];
-			h->has_rdma = true;
-			if (copy_ips(h, host_ips ? &host_ips[i] : NULL) < 0)
-				goto out_nomem;
-			h->rdma = calloc(n, sizeof(*h->rdma));
-			if (!h->rdma)
-				goto out_nomem;
-			h->nrdma = n;
 			for (size_t j = 0; j < n; j++) {
 				if (j == i)
 					continue;
@@ -110,21 +125,11 @@ int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan 
 		for (size_t pos = 0; pos < n; pos++) {
 			size_t node = r->order[pos];
 			size_t left = r->order[(pos + n - 1) % n], right = r->order[(pos + 1) % n];
-			int hi = mr_hostfile_add_host(hf, c->hosts[node].name, err);
 			struct mr_host *h;
 
-			if (hi < 0) {
-				rc = hi;
+			rc = add_rdma_host(hf, c, node, host_ips, &h, err);
+			if (rc < 0)
 				goto out;
-			}
-			h = &hf->hosts[hi];
-			h->has_rdma = true;
-			if (copy_ips(h, host_ips ? &host_ips[node] : NULL) < 0)
-				goto out_nomem;
-			h->rdma = calloc(n, sizeof(*h->rdma));
-			if (!h->rdma)
-				goto out_nomem;
-			h->nrdma = n;
 			/* columns in ring order; neighbours keep the ring's width, any
 			 * other cabled pair lists all its cables (jaccl_ring_devices) */
 			for (size_t col = 0; col < n; col++) {

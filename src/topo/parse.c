@@ -168,29 +168,19 @@ unsigned mr_topo_parse_speed(const char *s)
 	return v;
 }
 
-static bool uuid_ok(const char *s)
-{
-	size_t n = strlen(s);
+/* The ids a bus carries: 1 to max characters of set; an error shows `show` bytes. */
+struct bus_id {
+	const char *key, *what, *set;
+	size_t max;
+	int show;
+};
 
-	if (n == 0 || n > 64)
-		return false;
-	for (; *s; s++)
-		if (!isxdigit((unsigned char)*s) && *s != '-')
-			return false;
-	return true;
-}
-
-static bool receptacle_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 3)
-		return false;
-	for (; *s; s++)
-		if (!isdigit((unsigned char)*s))
-			return false;
-	return true;
-}
+static const struct bus_id uuid_id = {
+	"domain_uuid_key", "UUID", "0123456789abcdefABCDEF-", 64, 64
+};
+static const struct bus_id receptacle_id = {
+	"receptacle_id_key", "receptacle id", "0123456789", 3, 32
+};
 
 void mr_topo_port_release(struct mr_topo_port *p)
 {
@@ -214,6 +204,22 @@ void mr_topo_host_release(struct mr_topo_host *h)
 	h->ibv_known = false;
 }
 
+/* v, the member id->key of the object at path, is a valid id; *out is its text. */
+static int want_id(const cJSON *v, const struct bus_id *id, const char *name,
+		   struct mr_json_path *path, const char **out, struct meshrun_err *err)
+{
+	size_t n;
+
+	mr_json_path_key(path, id->key);
+	if (mr_json_want_string(v, name, path, out, err) < 0)
+		return MESHRUN_E_PARSE;
+	n = strlen(*out);
+	if (n == 0 || n > id->max || strspn(*out, id->set) != n)
+		return mr_json_err(err, name, path, "invalid %s '%.*s'", id->what, id->show, *out);
+	mr_json_path_pop(path);
+	return 0;
+}
+
 /* The first domain_uuid_key among items (an _items array); NULL when none.
  * A non-string domain_uuid_key is an error. */
 static int find_peer(const cJSON *items, const char *name, struct mr_json_path *path,
@@ -233,12 +239,8 @@ static int find_peer(const cJSON *items, const char *name, struct mr_json_path *
 
 		if (u) {
 			mr_json_path_index(path, k);
-			mr_json_path_key(path, "domain_uuid_key");
-			if (mr_json_want_string(u, name, path, &s, err) < 0)
+			if (want_id(u, &uuid_id, name, path, &s, err) < 0)
 				return MESHRUN_E_PARSE;
-			if (!uuid_ok(s))
-				return mr_json_err(err, name, path, "invalid UUID '%.64s'", s);
-			mr_json_path_pop(path);
 			mr_json_path_pop(path);
 			*peer = it;
 			return 0;
@@ -271,12 +273,8 @@ static int parse_bus(const char *host, const char *name, const cJSON *bus, struc
 		return MESHRUN_E_PARSE;
 	if (!u)
 		return 0; /* idle bus: MLX skips it */
-	mr_json_path_key(path, "domain_uuid_key");
-	if (mr_json_want_string(u, name, path, &s, err) < 0)
+	if (want_id(u, &uuid_id, name, path, &s, err) < 0)
 		return MESHRUN_E_PARSE;
-	if (!uuid_ok(s))
-		return mr_json_err(err, name, path, "invalid UUID '%.64s'", s);
-	mr_json_path_pop(path);
 
 	tag = mr_json_member(bus, "receptacle_1_tag");
 	if (!tag)
@@ -287,12 +285,8 @@ static int parse_bus(const char *host, const char *name, const cJSON *bus, struc
 	rid = mr_json_member(tag, "receptacle_id_key");
 	if (!rid)
 		return mr_json_missing(err, name, path, "receptacle_id_key");
-	mr_json_path_key(path, "receptacle_id_key");
-	if (mr_json_want_string(rid, name, path, &recep, err) < 0)
+	if (want_id(rid, &receptacle_id, name, path, &recep, err) < 0)
 		return MESHRUN_E_PARSE;
-	if (!receptacle_ok(recep))
-		return mr_json_err(err, name, path, "invalid receptacle id '%.32s'", recep);
-	mr_json_path_pop(path);
 	spd = mr_json_member(tag, "current_speed_key");
 	if (spd) {
 		mr_json_path_key(path, "current_speed_key");

@@ -3,7 +3,8 @@
  * the environment gives (run it under meshrun or mlx.launch, one per rank).
  *
  * Every dtype and op at counts 0, 1, size-1, size, size+1, an odd count and
- * 1 MiB, plus 64 MiB (float32, bfloat16, int32; all dtypes with --full),
+ * 1 MiB, plus the large size, min(64 MiB, --max-size) when that is above 1 MiB
+ * (float32, bfloat16, int32 sums; every dtype and op with --full),
  * in place and out of place; all_gather, sum_scatter, send/recv between every
  * pair of ranks, barrier, and a check that every rank got bit-identical float
  * sums. Prints one line per failure and a closing summary; exits 0 when all
@@ -382,14 +383,15 @@ static bool run_all(struct ctx *c, bool full)
 
 	for (int dt = 0; dt < MESHRUN_DTYPE_COUNT; dt++) {
 		size_t esz = meshrun_dtype_size(dt);
-		size_t mib = (1u << 20) / esz, big = (64u << 20) / esz;
+		size_t mib = (1u << 20) / esz;
+		size_t big = MR_MIN((size_t)64 << 20, c->max_bytes) / esz;
 		for (size_t k = 0; k < ARRAY_SIZE(counts) + 2; k++) {
 			size_t count = k < ARRAY_SIZE(counts) ? counts[k] : k == ARRAY_SIZE(counts) ? mib : big;
 			bool bigdt = full || dt == MESHRUN_FLOAT32 || dt == MESHRUN_BFLOAT16 || dt == MESHRUN_INT32;
-			if (count * esz > c->max_bytes || (count == big && !bigdt))
+			if (count * esz > c->max_bytes || (k > ARRAY_SIZE(counts) && (big <= mib || !bigdt)))
 				continue;
 			for (int op = 0; op < 3; op++) {
-				if (count == big && op != OP_SUM && !full)
+				if (k > ARRAY_SIZE(counts) && op != OP_SUM && !full)
 					continue;
 				for (int ip = 0; ip < 2; ip++)
 					if (!check_reduce(c, dt, (enum op)op, count, ip))
@@ -400,8 +402,11 @@ static bool run_all(struct ctx *c, bool full)
 				return false;
 		}
 	}
+	/* large and small (backends take other paths below a few KiB) */
 	if (!check_identical(c, MESHRUN_FLOAT32, MR_MIN(c->max_bytes / 4, (size_t)262147)) ||
-	    !check_identical(c, MESHRUN_BFLOAT16, MR_MIN(c->max_bytes / 2, (size_t)100003)))
+	    !check_identical(c, MESHRUN_BFLOAT16, MR_MIN(c->max_bytes / 2, (size_t)100003)) ||
+	    !check_identical(c, MESHRUN_FLOAT32, MR_MIN(c->max_bytes / 4, (size_t)1001)) ||
+	    !check_identical(c, MESHRUN_BFLOAT16, MR_MIN(c->max_bytes / 2, (size_t)999)))
 		return false;
 	size_t p2p[] = { 0, 1, 1000, (1u << 20) / 4 };
 	for (size_t k = 0; k < ARRAY_SIZE(p2p); k++)
@@ -422,8 +427,8 @@ int main(int argc, char **argv)
 	struct meshrun_err perr = MESHRUN_ERR_INIT;
 	uint64_t max;
 	const struct mr_opt opts[] = {
-		MR_OPT_STRING_D(0, "max-size", &o.max_size, "BYTES", "64M", "largest buffer to test (K, M, G suffixes)"),
-		MR_OPT_BOOL(0, "full", &o.full, "64 MiB for every dtype and op, not only float32/bfloat16/int32 sums"),
+		MR_OPT_STRING_D(0, "max-size", &o.max_size, "BYTES", "64M", "largest buffer to test (K, M, G suffixes); above 1M the large case uses min(64M, BYTES)"),
+		MR_OPT_BOOL(0, "full", &o.full, "the large case for every dtype and op, not only float32/bfloat16/int32 sums"),
 		MR_OPT_BOOL(0, "fault-loop", &o.fault_loop, "repeat a max-size float32 all_sum until it fails (exit 3)"),
 		MR_OPT_BOOL(0, "ignore-sigterm", &o.ignore_sigterm, "ignore SIGTERM (fault tests under a launcher that stops the other ranks at the first failure)"),
 		MR_OPT_BOOL('q', "quiet", &o.quiet, "print only failures and errors"),

@@ -2,6 +2,7 @@
 # guest_jaccl.sh - the JACCL checks that run INSIDE the soft-RoCE guest
 # (scripts/rxe-guest.sh boots it). Usage: guest_jaccl.sh BIN_DIR [CASE...]
 # Options: --max-size BYTES (largest buffer of the test program, default 1M).
+# The run_rdma.sh default is 16M (several minutes under TCG).
 # Cases: mesh4 ring4x2 kill baddev (default: all four).
 #
 # Every case runs through the real launcher, as a user would:
@@ -33,8 +34,9 @@ launch() {
 	local tag=$1 hf=$2 backend=$3
 	shift 3
 	PORT=$((PORT + 10))
+	# --timeout: the whole job; a 16 MiB run takes minutes under TCG
 	"$MESHRUN" --hostfile "$hf" --backend "$backend" -p $PORT --tag-output --stdin none \
-		--timeout 300 --env MESHRUN_IB_GID_INDEX=0 "$@" >"$T/$tag.out" 2>"$T/$tag.err" &
+		--timeout 780 --env MESHRUN_IB_GID_INDEX=0 "$@" >"$T/$tag.out" 2>"$T/$tag.err" &
 	MR_PID=$!
 }
 

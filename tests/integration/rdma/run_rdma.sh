@@ -1,6 +1,9 @@
 #!/bin/bash
 # run_rdma.sh - ctest driver of the JACCL soft-RoCE tests (see guest_jaccl.sh).
 # Usage: run_rdma.sh BUILD_DIR ASAN(ON/OFF) [CASE...]
+# MESHRUN_RXE_MAX_SIZE (default 16M): largest buffer of the mesh4 and ring4x2
+# runs (every op and dtype up to 1 MiB, then float32/bfloat16/int32 sums,
+# all_gather and sum_scatter at this size; see meshrun-allreduce-test --help).
 # This machine's kernel has no rdma_rxe, so the cases run inside a QEMU guest
 # with a Debian kernel that has it (scripts/rxe-guest.sh, which installs its
 # packages idempotently). Exit 77 (skip) with a one-line reason where that
@@ -25,8 +28,8 @@ done
 WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest-$(basename "$BUILD")}
 # --share "$HERE": the guest mounts a tmpfs over /tmp, so a checkout under /tmp
 # (a CI clone) would hide these scripts from it
-"$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --share "$HERE" --timeout 840 \
-	-- bash "$HERE/guest_jaccl.sh" "$BUILD/bin" --max-size 256K "${CASES[@]}"
+"$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --share "$HERE" --timeout 1700 \
+	-- bash "$HERE/guest_jaccl.sh" "$BUILD/bin" --max-size "${MESHRUN_RXE_MAX_SIZE:-16M}" "${CASES[@]}"
 rc=$?
 case $rc in
 	102|103) echo "skip: no QEMU or no guest kernel with rdma_rxe could be installed (rxe-guest.sh exit $rc)"; exit 77;;
