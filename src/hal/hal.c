@@ -254,6 +254,29 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
 	}
 }
 
+const char mr_hal_watchdog_script[] =
+	"trap '' HUP INT PIPE; p=' '; set --; while read -r l; do case $l in "
+	"+*) p=\"$p${l#+} \";; "
+	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
+	"D/*) set -- \"$@\" \"${l#D}\";; "
+	"esac; done; "
+	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
+	"[ \"$p\" = ' ' ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
+	"[ $# = 0 ] || rm -rf -- \"$@\"; exit 0";
+
+int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
+			  struct meshrun_err *err)
+{
+	if (!hal || !dir)
+		return mr_err_set(err, MESHRUN_E_INVAL, "remove at exit: no hal or directory");
+	if (dir[0] != '/' || strchr(dir, '\n'))
+		return mr_err_set(err, MESHRUN_E_INVAL, "remove at exit on '%s': '%s' is not an absolute path on one line",
+				  mr_hal_host_name(host), dir);
+	if (!hal->ops->remove_at_exit)
+		return 0;
+	return hal->ops->remove_at_exit(hal, host, dir, err);
+}
+
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx)
 {
 	struct mr_hal_watch *w;

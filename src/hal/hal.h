@@ -200,6 +200,19 @@ void mr_proc_release(struct mr_proc *p);
  */
 int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
 
+/*
+ * Have host's watchdog remove dir (rm -rf) when this hal goes away, by
+ * mr_hal_free() or because this process died (SIGKILL included), after the
+ * processes it spawned there are killed. For a job directory that must not
+ * outlive its launcher; removing it earlier yourself is fine. dir must be
+ * absolute and free of newlines (MESHRUN_E_INVAL). The local and ssh backends
+ * keep one watchdog per host (a shell reading a pipe or channel: EOF means we
+ * are gone), which also kills our still registered process groups; the replay
+ * backend ignores this call.
+ */
+int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
+			  struct meshrun_err *err);
+
 /* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx);
 void mr_hal_unwatch_fd(struct mr_hal *hal, int fd);

@@ -68,6 +68,7 @@
  *                poll()s and calls mr_hal_poll(hal, 0) on the backend, which
  *                delivers what became ready. Return 0 or MESHRUN_E_NOMEM. A backend
  *                without it is polled every MR_HAL_MUX_TICK_MS.
+ *   remove_at_exit  optional (NULL: ignored); hal.c has validated dir and host.
  *   proc_release kill (if still running: TERM, MR_HAL_KILL_GRACE_MS, KILL, all to
  *                the group) and reap the process, no callbacks, then
  *                mr_proc_release_common() and free the backend struct.
@@ -118,7 +119,17 @@ struct mr_hal_ops {
 	int (*poll_prepare)(struct mr_hal *hal, struct mr_pollset *ps, int *timeout_ms);
 	void (*proc_release)(struct mr_proc *p);
 	void (*free)(struct mr_hal *hal);
+	int (*remove_at_exit)(struct mr_hal *hal, const char *host, const char *dir,
+			      struct meshrun_err *err);
 };
+
+/*
+ * The watchdog every local/ssh host runs (sh -c, stdin from us): lines "+PGID"
+ * and "-PGID" register and forget a process group, "D/abs/dir" a directory;
+ * at EOF (we exited or died) it TERMs the registered groups, KILLs them a
+ * second later, then removes the directories.
+ */
+extern const char mr_hal_watchdog_script[];
 
 /* A watched fd (mr_hal_watch_fd). */
 struct mr_hal_watch {

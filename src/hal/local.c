@@ -26,6 +26,12 @@
  * After the leader exits, whatever is already in its stdout/stderr pipes is
  * read and delivered, then the pipes are closed: a background grandchild that
  * keeps them open does not keep the command alive.
+ *
+ * Like the ssh backend, the first child starts a watchdog (sh -c
+ * mr_hal_watchdog_script, in a session of its own, stdin a socket from us):
+ * every child's group is registered there while it lives, and if this process
+ * dies without mr_hal_free() (SIGKILL), the EOF makes the watchdog kill those
+ * groups and remove the mr_hal_remove_at_exit() directories.
  */
 #include "common/compat.h"
 #include "common/err.h"
@@ -35,8 +41,10 @@
 #include "hal/hal_impl.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -56,8 +64,11 @@ struct child_report {
 	int errnum;
 };
 
+struct local_hal;
+
 /* One started child, shared by run commands and spawned procs. */
 struct lchild {
+	struct local_hal *lh; /* whose watchdog knows the child's group */
 	pid_t pid;          /* > 0 while not reaped */
 	int pidfd;          /* -1 without pidfd support */
 	int in_fd, out_fd, err_fd; /* parent ends; -1 once closed */
@@ -69,6 +80,9 @@ struct lchild {
 struct local_hal {
 	struct mr_hal base;
 	bool no_pidfd;
+	bool wd_tried;      /* the watchdog was started (or failed to) */
+	int wd_fd;          /* its stdin; -1 when there is none */
+	pid_t wd_pid;
 };
 
 struct local_proc {
@@ -95,6 +109,7 @@ struct child_setup {
 
 static void lchild_init(struct lchild *c)
 {
+	c->lh = NULL;
 	c->pid = 0;
 	c->pidfd = c->in_fd = c->out_fd = c->err_fd = -1;
 	c->exited = false;
@@ -239,6 +254,98 @@ static int open_pidfd(struct local_hal *lh, pid_t pid)
  * stderr into pipes. On success c holds the pid and the parent's fds
  * (non-blocking). On failure nothing is left running or open.
  */
+/* Start the watchdog once; without one, children just lack the guard. */
+static int wd_start(struct local_hal *lh)
+{
+	char *argv[] = { "sh", "-c", (char *)mr_hal_watchdog_script, "meshrun-watchdog", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	int sv[2], rc;
+
+	if (lh->wd_tried)
+		return lh->wd_fd >= 0 ? 0 : -1;
+	lh->wd_tried = true;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	posix_spawnattr_init(&at);
+	/* own session: a Ctrl-C or a kill of our process group leaves it to do its job */
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	rc = posix_spawn(&lh->wd_pid, "/bin/sh", &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	mr_close(&sv[1]);
+	if (rc != 0) {
+		mr_close(&sv[0]);
+		lh->wd_pid = 0;
+		errno = rc;
+		return -1;
+	}
+	lh->wd_fd = sv[0];
+	return 0;
+}
+
+/* Tell the watchdog one line (op, then arg); a watchdog that is gone is dropped. */
+static int wd_line(struct local_hal *lh, char op, const char *arg)
+{
+	char line[PATH_MAX + 4];
+	int n = snprintf(line, sizeof(line), "%c%s\n", op, arg);
+
+	if (lh->wd_fd < 0)
+		return -1;
+	if (n < 0 || (size_t)n >= sizeof(line)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (int off = 0; off < n;) {
+		ssize_t w = send(lh->wd_fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			mr_close(&lh->wd_fd);
+			return -1;
+		}
+		off += (int)w;
+	}
+	return 0;
+}
+
+static void wd_group(struct local_hal *lh, char op, pid_t pgid)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%ld", (long)pgid);
+	(void)wd_line(lh, op, num);
+}
+
+/* EOF to the watchdog (nothing registered is left by now) and reap it. */
+static void wd_stop(struct local_hal *lh)
+{
+	int64_t until = mr_now_ms() + 2000;
+
+	mr_close(&lh->wd_fd);
+	if (lh->wd_pid <= 0)
+		return;
+	while (waitpid(lh->wd_pid, NULL, WNOHANG) == 0) {
+		if (mr_ms_left(until) == 0) {
+			(void)kill(lh->wd_pid, SIGKILL);
+			while (waitpid(lh->wd_pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		poll(NULL, 0, 5);
+	}
+	lh->wd_pid = 0;
+}
+
 static int start_child(struct local_hal *lh, const char *host, char *const *argv,
 		       char *const *env, const char *cwd, bool want_stdin, struct lchild *c,
 		       struct meshrun_err *err)
@@ -333,6 +440,9 @@ static int start_child(struct local_hal *lh, const char *host, char *const *argv
 	}
 
 	c->pid = pid;
+	c->lh = lh;
+	if (wd_start(lh) == 0)
+		wd_group(lh, '+', pid);
 	c->pidfd = open_pidfd(lh, pid);
 	c->in_fd = in[1];
 	in[1] = -1;
@@ -388,6 +498,8 @@ static void lchild_reap(struct lchild *c)
 
 	if (c->pid <= 0)
 		return;
+	if (c->lh)
+		wd_group(c->lh, '-', c->pid); /* before the reap frees the pgid for reuse */
 	while (waitpid(c->pid, &st, 0) < 0) {
 		if (errno != EINTR) {
 			c->lost = true;
@@ -945,8 +1057,20 @@ static void local_free(struct mr_hal *hal)
 	}
 	while (hal->procs)
 		local_proc_release(hal->procs); /* one by one if cs could not be allocated */
+	wd_stop(lh);
 	mr_hal_release_common(hal);
 	free(lh);
+}
+
+static int local_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
+				struct meshrun_err *err)
+{
+	struct local_hal *lh = to_local_hal(hal);
+
+	if (wd_start(lh) < 0 || wd_line(lh, 'D', dir) < 0)
+		return mr_err_set(err, MESHRUN_E_SYS, "remove '%s' at exit on '%s': the watchdog could not be started or has gone",
+				  dir, mr_hal_host_name(host));
+	return 0;
 }
 
 static const struct mr_hal_ops local_ops = {
@@ -961,6 +1085,7 @@ static const struct mr_hal_ops local_ops = {
 	.poll_prepare = local_poll_prepare,
 	.proc_release = local_proc_release,
 	.free = local_free,
+	.remove_at_exit = local_remove_at_exit,
 };
 
 int mr_hal_new_local(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)
@@ -971,6 +1096,7 @@ int mr_hal_new_local(struct mr_hal **out, const struct mr_hal_opts *opts, struct
 	*out = NULL;
 	if (!lh)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "local hal: out of memory");
+	lh->wd_fd = -1;
 	rc = mr_hal_init(&lh->base, &local_ops, opts);
 	if (rc < 0) {
 		free(lh);

@@ -351,6 +351,15 @@ static void mux_free(struct mr_hal *hal)
 	free(m);
 }
 
+static int mux_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
+			      struct meshrun_err *err)
+{
+	struct mr_hal *in = NULL;
+	int rc = get_inner(to_mux_hal(hal), side_of(host), &in, err);
+
+	return rc < 0 ? rc : mr_hal_remove_at_exit(in, host, dir, err);
+}
+
 static const struct mr_hal_ops mux_ops = {
 	.name = "auto",
 	.run = mux_run,
@@ -363,6 +372,7 @@ static const struct mr_hal_ops mux_ops = {
 	.poll_prepare = NULL, /* a mux inside a mux is not needed */
 	.proc_release = mux_proc_release,
 	.free = mux_free,
+	.remove_at_exit = mux_remove_at_exit,
 };
 
 int mr_hal_new_mux(struct mr_hal **out, const struct mr_hal_opts *opts,

@@ -28,9 +28,11 @@
  * whole command tree; the marker line is stripped from stdout. mr_proc_signal()
  * and run timeouts kill that group with `kill -SIG -PGID` over another channel.
  * Spawned processes are also registered ("+PGID"/"-PGID" lines) with a watchdog
- * channel per host (a shell loop reading its stdin); when the connection drops,
- * sshd closes the watchdog's stdin and it kills every registered group (TERM,
- * then KILL a second later), so no rank outlives its launcher.
+ * channel per host (mr_hal_watchdog_script, a shell loop reading its stdin);
+ * when the connection drops, sshd closes the watchdog's stdin and it kills every
+ * registered group (TERM, then KILL a second later) and removes the directories
+ * given to mr_hal_remove_at_exit(), so no rank or job directory outlives its
+ * launcher.
  */
 #include "common/compat.h"
 #include "common/err.h"
@@ -58,15 +60,6 @@
 #define PROC_PENDING_MAX (4u << 20)  /* stop reading a proc's stream above this */
 #define CHAN_CAP_START 64            /* until sshd's MaxSessions refuses one */
 #define READ_CHUNK 32768
-
-/* The watchdog: reads "+PGID" / "-PGID" lines; on EOF kills what is registered. */
-static const char watchdog_script[] =
-	"trap '' HUP INT PIPE; p=' '; while read -r l; do case $l in "
-	"+*) p=\"$p${l#+} \";; "
-	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
-	"esac; done; "
-	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
-	"[ \"$p\" = ' ' ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; exit 0";
 
 enum conn_state { C_NEW, C_TCP, C_HANDSHAKE, C_AUTH, C_READY, C_FAILED };
 enum auth_step { A_START, A_AGENT_NEXT, A_AGENT_TRY, A_KEY_NEXT, A_KEY_TRY };
@@ -1415,7 +1408,7 @@ static void ensure_watchdog(struct conn *c)
 
 	if (c->watchdog)
 		return;
-	w = new_job(J_WATCHDOG, watchdog_script);
+	w = new_job(J_WATCHDOG, mr_hal_watchdog_script);
 	if (!w)
 		return; /* best effort: the proc still runs, only the drop guard is missing */
 	link_job(c, w, true);
@@ -1812,6 +1805,23 @@ static void ssh_free(struct mr_hal *hal)
 	free(sh);
 }
 
+static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
+			      struct meshrun_err *err)
+{
+	struct conn *c = NULL;
+	int rc;
+
+	host = mr_hal_host_name(host);
+	rc = get_conn(to_ssh_hal(hal), host, &c, err);
+	if (rc < 0)
+		return rc;
+	conn_prepare(c);
+	ensure_watchdog(c);
+	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "D%s\n", dir) < 0)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
+	return 0;
+}
+
 static const struct mr_hal_ops ssh_ops = {
 	.name = "ssh",
 	.run = ssh_run,
@@ -1824,6 +1834,7 @@ static const struct mr_hal_ops ssh_ops = {
 	.poll_prepare = ssh_poll_prepare,
 	.proc_release = ssh_proc_release,
 	.free = ssh_free,
+	.remove_at_exit = ssh_remove_at_exit,
 };
 
 int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)

@@ -345,6 +345,21 @@ static void log_plan(const struct job *j)
 	mr_buf_release(&b);
 }
 
+/*
+ * The job directories go with meshrun even when it is killed (SIGKILL leaves
+ * no cleanup of ours): each host's hal watchdog removes them. All-local jobs
+ * share one directory.
+ */
+static void guard_dirs(struct job *j)
+{
+	for (size_t k = 0; k < j->nhosts && !(j->plan->all_local && k > 0); k++) {
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+
+		if (j->hosts[k].dir && mr_hal_remove_at_exit(j->hal, j->hosts[k].name, j->hosts[k].dir, &e) < 0)
+			mr_warn("%s (it stays behind if meshrun is killed)", e.msg);
+	}
+}
+
 int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
@@ -368,6 +383,7 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 		mr_error("%s", err.msg);
 		goto out;
 	}
+	guard_dirs(&j);
 	if (o->verbose)
 		log_plan(&j);
 	if (mr_sup_init(&sup, j.hal, plan->hf->nhosts, o->tag_output, plan->stdin_mode,

@@ -584,6 +584,38 @@ static void test_free_kills_everything(void **state)
 	}
 }
 
+/* The watchdog removes registered directories when the hal goes (and, as the
+ * launch tests show, when the process dies); bad paths are refused. */
+static void test_remove_at_exit(void **state)
+{
+	struct mr_hal *hal = new_local(NULL);
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	char dir[] = "/tmp/meshrun-hal-rm.XXXXXX", sub[64];
+	struct stat st;
+	struct events e;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/x", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(mr_hal_remove_at_exit(hal, NULL, "relative/dir", &err), MESHRUN_E_INVAL);
+	assert_non_null(strstr(err.msg, "'relative/dir' is not an absolute path"));
+	mr_err_clear(&err);
+	assert_int_equal(mr_hal_remove_at_exit(hal, NULL, "/tmp/a\nb", &err), MESHRUN_E_INVAL);
+	mr_err_clear(&err);
+	assert_int_equal(mr_hal_remove_at_exit(hal, "localhost", dir, &err), 0);
+	/* a proc that is still running at free: killed first, then the directory goes */
+	spawn(hal, &e, ARGV("sleep", "100"), NULL, NULL);
+	assert_int_equal(stat(dir, &st), 0);
+	mr_hal_free(hal);
+	assert_int_equal(stat(dir, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	/* the watchdog was reaped with the rest */
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+	events_release(&e);
+}
+
 static void test_release_running(void **state)
 {
 	struct mr_hal *hal = new_local(NULL);
@@ -707,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_spawn_stdin_events),
 		cmocka_unit_test(test_spawn_signal_group),
 		cmocka_unit_test(test_free_kills_everything),
+		cmocka_unit_test(test_remove_at_exit),
 		cmocka_unit_test(test_release_running),
 		cmocka_unit_test(test_env_cwd),
 		cmocka_unit_test(test_watch_fd),

@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -494,16 +495,20 @@ static void test_proc_signal(struct mr_hal *hal)
 	pstate_release(&st);
 }
 
-/* A child spawns remote processes and is then killed: nothing may be left. */
+/* A child spawns remote processes and is then killed: nothing may be left,
+ * neither the processes nor the directory it gave mr_hal_remove_at_exit(). */
 static void test_drop_connection(void)
 {
 	const char *host = hosts.v[3];
 	const char *const pat1[] = { "sleep", "3602", NULL };
 	const char *const pat2[] = { "sleep", "3603", NULL };
+	char dir[] = "/tmp/meshrun-drop-test.XXXXXX";
+	struct stat st;
 	int pfd[2];
 	pid_t pid;
 	char c = 0;
 
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp");
 	CHECK(pipe(pfd) == 0, "pipe");
 	pid = fork();
 	if (pid == 0) {
@@ -516,6 +521,8 @@ static void test_drop_connection(void)
 		int64_t end = mr_now_ms() + 10000;
 
 		close(pfd[0]);
+		if (mr_hal_remove_at_exit(hal, host, dir, &err) < 0)
+			_exit(3);
 		spawn(hal, host, a, NULL, NULL, &s1);
 		spawn(hal, host, b, NULL, NULL, &s2);
 		while ((count_in_ns(host, pat1) != 1 || count_in_ns(host, pat2) != 1) &&
@@ -540,6 +547,10 @@ static void test_drop_connection(void)
 	waitpid(pid, NULL, 0);
 	CHECK(wait_count(host, pat1, 0, 10000) == 0, "process left after the connection dropped");
 	CHECK(wait_count(host, pat2, 0, 10000) == 0, "TERM-ignoring process left after the drop");
+	for (int64_t end = mr_now_ms() + 10000; stat(dir, &st) == 0 && mr_now_ms() < end;)
+		poll(NULL, 0, 50);
+	CHECK(stat(dir, &st) < 0 && errno == ENOENT, "directory '%s' left after the drop", dir);
+	rmdir(dir);
 }
 
 static void test_free_kills(void)

@@ -103,6 +103,26 @@ sigint)
 	[ $rc = 130 ] || fail "exit code $rc after SIGINT, expected 130; stderr: $(cat "$D/err")"
 	check_no_process_left 8
 	;;
+killed)
+	# meshrun itself SIGKILLed: no cleanup of its own runs, its watchdog
+	# (a separate session) kills the rank groups and removes the job directory
+	setsid "$MESHRUN" -n 3 -- sh -c "$RANK_BODY" "$D" 2>"$D/err" &
+	BGPID=$!
+	wait_for_files 6
+	[ -n "$(ls -A "$D/tmp")" ] || fail "no job directory in TMPDIR while the ranks run"
+	kill -KILL -"$BGPID" # meshrun's whole process group, as a terminal or CI would
+	wait "$BGPID"
+	rc=$?
+	BGPID=
+	[ $rc = 137 ] || fail "exit code $rc, expected 137 (SIGKILL)"
+	tries=0
+	while [ -n "$(ls -A "$D/tmp")" ]; do
+		tries=$((tries + 1))
+		[ $tries -gt 100 ] && fail "the job directory stayed: $(ls -A "$D/tmp")"
+		sleep 0.1
+	done
+	check_no_process_left 6
+	;;
 sigterm)
 	"$MESHRUN" -n 2 -- sh -c "$RANK_BODY" "$D" 2>"$D/err" &
 	BGPID=$!
