@@ -170,6 +170,7 @@ static int conn_open(struct mr_jconn *c, const char *where, int gid_want, struct
 	if (!c->ch)
 		return mr_err_sys(err, "jaccl: ibv_create_comp_channel on '%s'", c->dev);
 	mr_set_nonblock(c->ch->fd, true);
+	mr_set_nonblock(c->ctx->async_fd, true); /* polled with the rest in wait_events() */
 	c->cq = ibv_create_cq(c->ctx, 2 * MR_JDEPTH + 4, NULL, c->ch, 0);
 	if (!c->cq)
 		return mr_err_sys(err, "jaccl: ibv_create_cq on '%s'", c->dev);
@@ -518,6 +519,35 @@ static const struct mr_jxfer *pending_gone(const struct mr_jaccl *J, const struc
 	return NULL;
 }
 
+/*
+ * The device's asynchronous events: a port that went down (cable pulled,
+ * interface down) or a fatal error ends the connection at once, naming the
+ * cable, rather than after the retries or the stall timeout.
+ */
+static int async_events(struct mr_jconn *c, struct meshrun_err *err)
+{
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(c->ctx, &ev) == 0) {
+		enum ibv_event_type t = ev.event_type;
+
+		ibv_ack_async_event(&ev);
+		switch (t) {
+		case IBV_EVENT_PORT_ERR:
+			return mr_err_set(err, MESHRUN_E_PEER, "peer rank %d (device '%s'): the port went down (cable pulled or interface down?)", c->peer, c->dev);
+		case IBV_EVENT_DEVICE_FATAL:
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_CQ_ERR:
+			return mr_err_set(err, MESHRUN_E_PEER, "peer rank %d (device '%s'): %s", c->peer, c->dev, ibv_event_type_str(t));
+		default:
+			break; /* port active, GID change, ...: nothing lost */
+		}
+	}
+	return 0;
+}
+
 static int wait_events(struct mr_jaccl *J, struct mr_jxfer *x, int n, struct pollfd *pfd,
 		       int64_t deadline, int64_t *gone_deadline, struct meshrun_err *err)
 {
@@ -525,6 +555,11 @@ static int wait_events(struct mr_jaccl *J, struct mr_jxfer *x, int n, struct pol
 
 	for (int i = 0; i < n; i++) {
 		pfd[np].fd = x[i].c->ch->fd;
+		pfd[np].events = POLLIN;
+		pfd[np++].revents = 0;
+	}
+	for (int i = 0; i < n; i++) {
+		pfd[np].fd = x[i].c->ctx->async_fd;
 		pfd[np].events = POLLIN;
 		pfd[np++].revents = 0;
 	}
@@ -549,8 +584,14 @@ static int wait_events(struct mr_jaccl *J, struct mr_jxfer *x, int n, struct pol
 			}
 			continue;
 		}
+		if (k < 2 * n) {
+			int e = async_events(x[k - n].c, err);
+			if (e < 0)
+				return e;
+			continue;
+		}
 		int gone = -1;
-		int e = mr_jaccl_side_event(&J->side, k - n, &gone, err);
+		int e = mr_jaccl_side_event(&J->side, k - 2 * n, &gone, err);
 		if (e < 0)
 			return e;
 		if (e == 1 && pending_gone(J, x, n))
@@ -667,7 +708,7 @@ int mr_jaccl_exchange(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ordere
 		if (J->side.gone[x[i].c->peer] && (x[i].slen || x[i].dlen))
 			return mr_err_set(err, MESHRUN_E_PEER, "peer rank %d has left the group (its side channel closed)", x[i].c->peer);
 	}
-	pfd = calloc((size_t)n + (size_t)J->size, sizeof(*pfd));
+	pfd = calloc(2 * (size_t)n + (size_t)J->size, sizeof(*pfd));
 	if (!pfd)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
 	rc = exchange_loop(J, x, n, ordered, op, dt, pfd, maxc, err);

@@ -3,7 +3,7 @@
 # (scripts/rxe-guest.sh boots it). Usage: guest_jaccl.sh BIN_DIR [CASE...]
 # Options: --max-size BYTES (largest buffer of the test program, default 1M).
 # The run_rdma.sh default is 16M (several minutes under TCG).
-# Cases: mesh4 ring4x2 kill baddev (default: all four).
+# Cases: mesh4 ring4x2 kill pull baddev (default: all five).
 #
 # Every case runs through the real launcher, as a user would:
 #   meshrun --hostfile F --backend jaccl|jaccl-ring -- meshrun-allreduce-test ...
@@ -19,7 +19,7 @@ MAXSIZE=1M
 if [ "${1:-}" = --max-size ]; then MAXSIZE=$2; shift 2; fi
 PROG=$BIN/meshrun-allreduce-test
 MESHRUN=$BIN/meshrun
-CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 kill baddev)
+CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 kill pull baddev)
 T=/tmp/jaccl-guest; mkdir -p "$T"
 . "$(dirname "$0")/guest_lib.sh"
 PORT=29500
@@ -128,6 +128,31 @@ case_kill() {
 		ok "kill -9 of rank 2 mid all_sum (after $its iterations, at $tk s) under meshrun: ranks 0, 1, 3 failed naming rank 2; first failure seen: rank $first, meshrun exit $rc at $tw s ($(since "$t0") s)"
 		while IFS= read -r l; do [[ $l =~ all_sum\ failed|INFO.*(exited|killed) ]] && echo "$l"; done <"$T/kill.err"
 	else ko "kill: meshrun exit $rc (first failed rank '$first', want $want), rank 2 pid '$pid' killed after $its iterations at $tk s"; show kill; fi
+}
+
+case_pull() {
+	mesh_cables 4 || { ko "pull: mesh setup failed"; return; }
+	hostfile "$T/mesh4.json" jaccl 4 mesh_cell
+	local t0=$EPOCHREALTIME i r rc its tk bad=0 l
+	# a cable pulled mid all_sum: rank 1's end of cable 1-2 goes down. Ranks 1
+	# and 2 get a port error (or a failed send) on their ends of it at once,
+	# before any retry or stall timeout, and the first report reaches every
+	# rank through the side channel: every rank must fail naming a device of
+	# that cable. No rank may hang.
+	launch pull "$T/mesh4.json" jaccl --verbose --env MESHRUN_TIMEOUT=10 -- "$PROG" --fault-loop --ignore-sigterm --max-size 256K
+	for ((i = 0; i < 600; i++)); do has "$T/pull.out" "rank 2 iteration 1 done" && break; sleep 0.1; done
+	its=$(count "$T/pull.out" "rank 2 iteration"); tk=$(since "$t0")
+	ip link set m1_2 down
+	wait $MR_PID; rc=$?
+	ip link set m1_2 up
+	[ $rc = 3 ] || bad=1
+	for r in 0 1 2 3; do
+		has "$T/pull.err" "^\[rank $r 127\.0\.0\.1\] meshrun-allreduce-test: rank $r: all_sum failed: .*peer rank [12] \(device 'rxe_(1_2|2_1)'\): " || bad=1
+	done
+	if [ $bad = 0 ]; then
+		ok "cable 1-2 pulled mid all_sum (after $its iterations, at $tk s): every rank failed naming that cable; meshrun exit 3 ($(since "$t0") s)"
+		while IFS= read -r l; do [[ $l =~ all_sum\ failed ]] && echo "${l:0:220}"; done <"$T/pull.err"
+	else ko "pull: meshrun exit $rc after the cable went down at $tk s"; show pull; fi
 }
 
 case_baddev() {

@@ -13,7 +13,7 @@ set -u
 BUILD=$(readlink -f "$1"); ASAN=$2; shift 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
-CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 kill baddev)
+CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 kill pull baddev)
 
 case "$ASAN" in ON|on|1|TRUE|true)
 	echo "skip: the soft-RoCE guest tests run in the plain build only (ASan under QEMU TCG is too slow)"; exit 77;;
@@ -34,4 +34,8 @@ rc=$?
 case $rc in
 	102|103) echo "skip: no QEMU or no guest kernel with rdma_rxe could be installed (rxe-guest.sh exit $rc)"; exit 77;;
 esac
+# our own work directory (kernel copy, initramfs, serial log: ~40 MB) stays
+# only when something failed, for its serial.log; a MESHRUN_RXE_WORKDIR is yours
+if [ $rc != 0 ]; then echo "guest files kept for a look: $WORK"
+elif [ -z "${MESHRUN_RXE_WORKDIR:-}" ]; then rm -rf "$WORK"; fi
 exit $rc
