@@ -34,6 +34,11 @@ struct mr_coll_ops {
 	int (*recv)(struct meshrun_group *g, void *buf, size_t bytes, int src,
 		    struct meshrun_err *err);
 	int (*barrier)(struct meshrun_group *g, struct meshrun_err *err);
+	/* Optional: copy bytes between the caller's buffers (group.c's moves
+	 * between send and recv) where they may be device memory (nccl);
+	 * NULL: memmove. */
+	int (*copy)(struct meshrun_group *g, void *dst, const void *src, size_t bytes,
+		    struct meshrun_err *err);
 };
 
 struct meshrun_group {

@@ -132,15 +132,25 @@ static int check_args(struct meshrun_group *g, const char *what, const void *a, 
 	return 0;
 }
 
+/* Between the caller's buffers: memmove, or the backend's copy (GPU memory). */
+static int move(struct meshrun_group *g, void *dst, const void *src, size_t bytes,
+		struct meshrun_err *err)
+{
+	if (dst == src || !bytes)
+		return 0;
+	if (g->ops && g->ops->copy)
+		return g->ops->copy(g, dst, src, bytes, err);
+	memmove(dst, src, bytes);
+	return 0;
+}
+
 static int all_reduce(struct meshrun_group *g, const void *send, void *recv, size_t count,
 		      enum meshrun_dtype dt, enum mr_op op, struct meshrun_err *err)
 {
 	int rc = check_args(g, mr_op_name(op), send, recv, count, dt, err);
 
-	if (rc < 0)
+	if (rc < 0 || (rc = move(g, recv, send, count * mr_dtype_size((int)dt), err)) < 0)
 		return rc;
-	if (send != recv && count)
-		memmove(recv, send, count * mr_dtype_size((int)dt));
 	if (!g->ops || count == 0)
 		return 0;
 	return g->ops->all_reduce(g, recv, count, dt, op, err);
@@ -173,8 +183,8 @@ int meshrun_all_gather(struct meshrun_group *g, const void *send, void *recv, si
 		return rc;
 	size_t bytes = count * mr_dtype_size((int)dt);
 	char *mine = (char *)recv + (size_t)g->rank * bytes;
-	if (bytes && mine != send)
-		memmove(mine, send, bytes);
+	if ((rc = move(g, mine, send, bytes, err)) < 0)
+		return rc;
 	if (!g->ops || bytes == 0)
 		return 0;
 	return g->ops->all_gather(g, recv, bytes, err);
@@ -189,20 +199,19 @@ int meshrun_sum_scatter(struct meshrun_group *g, const void *send, void *recv, s
 		return rc;
 	size_t esz = mr_dtype_size((int)dt);
 	size_t bytes = count * esz;
-	if (!g->ops || bytes == 0) {
-		if (bytes && send != recv)
-			memmove(recv, send, bytes);
-		return 0;
-	}
-	/* The backend reduces in place over all size blocks: work on a copy so the
-	 * caller's send buffer stays untouched (it is const). */
+	if (!g->ops || bytes == 0)
+		return move(g, recv, send, bytes, err);
+	/* The backend reduces in place over all size blocks: work on a copy (in
+	 * host memory; move() reaches device buffers) so the caller's send buffer
+	 * stays untouched (it is const). */
 	char *work = malloc(bytes * (size_t)g->size);
 	if (!work)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "sum_scatter: cannot allocate %zu bytes", bytes * (size_t)g->size);
-	memcpy(work, send, bytes * (size_t)g->size);
-	rc = g->ops->reduce_scatter(g, work, count, dt, MR_OP_SUM, err);
+	rc = move(g, work, send, bytes * (size_t)g->size, err);
 	if (rc == 0)
-		memcpy(recv, work + (size_t)g->rank * bytes, bytes);
+		rc = g->ops->reduce_scatter(g, work, count, dt, MR_OP_SUM, err);
+	if (rc == 0)
+		rc = move(g, recv, work + (size_t)g->rank * bytes, bytes, err);
 	free(work);
 	return rc;
 }

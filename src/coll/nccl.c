@@ -19,10 +19,10 @@
  * Buffers: the backend receives the caller's pointers. Device (or managed)
  * memory, as told by cudaPointerGetAttributes, is used directly; host memory
  * goes through a device staging buffer (cudaMemcpy in, the NCCL call, out),
- * kept between calls and grown as needed. Note that group.c copies between
- * send and recv with memmove before calling a backend, so device pointers
- * work in place (all_sum/max/min with send == recv, all_gather with send at
- * recv + rank*count, send, recv), not out of place or through sum_scatter.
+ * kept between calls and grown as needed. group.c's copies between send and
+ * recv (out of place calls, sum_scatter's work buffer) go through nccl_copy
+ * (cudaMemcpy with cudaMemcpyDefault), so device pointers work in and out of
+ * place; send and recv must not partly overlap.
  *
  * Types NCCL lacks (bool, int16, uint16) are reduced by gathering every
  * rank's block (ncclAllGather of bytes) and combining them on the host in
@@ -516,6 +516,16 @@ fail:
 	return rc;
 }
 
+/* group.c's moves between the caller's buffers, host or device alike (UVA). */
+static int nccl_copy(struct meshrun_group *g, void *dst, const void *src, size_t bytes,
+		     struct meshrun_err *err)
+{
+	struct nccl_group *n = g->impl;
+	int rc = usable(n, err);
+
+	return rc < 0 ? rc : copy(n, dst, src, bytes, CUDA_MEMCPY_DEFAULT, err);
+}
+
 const struct mr_coll_ops mr_coll_nccl_ops = {
 	.name = "nccl",
 	.init = nccl_init,
@@ -526,4 +536,5 @@ const struct mr_coll_ops mr_coll_nccl_ops = {
 	.send = nccl_send,
 	.recv = nccl_recv,
 	.barrier = nccl_barrier,
+	.copy = nccl_copy,
 };
