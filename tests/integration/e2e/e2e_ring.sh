@@ -3,7 +3,8 @@
 #   e2e_ring.sh BIN_DIR [FIXTURE]
 # 4 ranks, one per virtual host, started in the hosts' namespaces (meshsim exec,
 # no launcher), over the Thunderbolt cable links that meshconfig set up; every op
-# and dtype of meshrun-allreduce-test up to 1 MiB; 1 and 2 connections per IP.
+# and dtype of meshrun-allreduce-test up to 1 MiB; 1 and 2 connections per IP;
+# then a cable pulled in the middle of an all_sum.
 . "$(dirname "$0")/lib.sh"
 FIX=${2:-fixtures/mesh4-m3ultra}
 case $FIX in /*) ;; *:*) ;; *) FIX=$SRC/$FIX ;; esac
@@ -67,6 +68,39 @@ for conns in 1 2; do
 			fail "rank $r: ${rhost[$r]}:$i received only $d bytes: not over the cable"
 	done
 done
+
+# A cable pulled mid all_sum: rank 1's end of its cable to rank 0 goes down.
+# Every rank must fail (exit 3) within the timeout, naming rank 0 or 1, the
+# two ends of that cable (the first to notice floods the abort round the ring
+# the other way); none may hang.
+pids=()
+for ((r = 0; r < n; r++)); do
+	setsid -w "$MESHSIM" exec --name "$N" "${rhost[$r]}" -- env MLX_RANK=$r MLX_HOSTFILE="$TMP/ring.c1.json" \
+		MESHRUN_JOB_TOKEN=e2e-pull-$$ MESHRUN_TIMEOUT=5 \
+		"$ARTEST" --fault-loop --max-size 4M >"$TMP/p$r.out" 2>&1 &
+	pids+=($!)
+done
+for ((i = 0; i < 300; i++)); do grep -q "iteration 2 done" "$TMP/p0.out" 2>/dev/null && break; sleep 0.1; done
+pif=$(ifof "${rhost[1]}" "${rip[1]}")
+check "fault unplug ${rhost[1]}:$pif mid all_sum" "$MESHSIM" fault --name "$N" unplug "${rhost[1]}:$pif"
+for ((i = 0; i < 600; i++)); do
+	alive=0
+	for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+	[ $alive = 0 ] && break
+	sleep 0.1
+done
+[ $alive = 0 ] || { fail "ranks still running 60 s after the cable was pulled"; kill "${pids[@]}" 2>/dev/null; }
+bad=0
+for ((r = 0; r < n; r++)); do
+	wait "${pids[$r]}"; rc=$?
+	if [ $rc != 3 ] || ! grep -Eq "all_sum failed: .*rank [01] \(" "$TMP/p$r.out"; then
+		bad=1; echo "  rank $r: exit $rc"; show "$TMP/p$r.out"
+	fi
+done
+[ $bad = 0 ] && ok "cable pulled mid all_sum: every rank failed naming rank 0 or 1 (the ends of that cable)" ||
+	fail "cable pulled mid all_sum"
+grep -h "all_sum failed" "$TMP"/p[0-3].out | sed 's/^/    /'
+check "fault plug ${rhost[1]}:$pif" "$MESHSIM" fault --name "$N" plug "${rhost[1]}:$pif"
 
 check "no rank left, only sshd runs in the hosts" only_sshd_left "$N"
 down "$N"
