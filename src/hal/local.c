@@ -249,11 +249,6 @@ static int open_pidfd(struct local_hal *lh, pid_t pid)
 	return -1;
 }
 
-/*
- * Start argv with stdin from a socketpair (want_stdin) or empty, stdout and
- * stderr into pipes. On success c holds the pid and the parent's fds
- * (non-blocking). On failure nothing is left running or open.
- */
 /* Start the watchdog once; without one, children just lack the guard. */
 static int wd_start(struct local_hal *lh)
 {
@@ -346,6 +341,11 @@ static void wd_stop(struct local_hal *lh)
 	lh->wd_pid = 0;
 }
 
+/*
+ * Start argv with stdin from a socketpair (want_stdin) or empty, stdout and
+ * stderr into pipes. On success c holds the pid and the parent's fds
+ * (non-blocking). On failure nothing is left running or open.
+ */
 static int start_child(struct local_hal *lh, const char *host, char *const *argv,
 		       char *const *env, const char *cwd, bool want_stdin, struct lchild *c,
 		       struct meshrun_err *err)
