@@ -24,8 +24,9 @@ fi
 for p in meshrun meshrun-allreduce-test; do
 	[ -x "$BUILD/bin/$p" ] || { echo "error: $BUILD/bin/$p not built"; exit 1; }
 done
-# one guest per work directory at a time: one per build directory
-WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest-$(basename "$BUILD")}
+# one guest per work directory at a time: one per build directory (named by a
+# hash of its whole path: two checkouts' build/plain must not share one)
+WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-rxe-ctest-$(basename "$BUILD")-$(printf '%s' "$BUILD" | cksum | cut -d' ' -f1)}
 # --share "$HERE": the guest mounts a tmpfs over /tmp, so a checkout under /tmp
 # (a CI clone) would hide these scripts from it
 "$SRC/scripts/rxe-guest.sh" --workdir "$WORK" --no-setup --share "$BUILD" --share "$HERE" --timeout 1700 \
