@@ -9,17 +9,10 @@
 #   documented code and no process is left in any namespace;
 # - a stopped host is named before launch, exit 255, nothing started.
 . "$(dirname "$0")/lib.sh"
-FIX=${2:-fixtures/mesh4-m3ultra}
-case $FIX in /*) ;; *:*) ;; *) FIX=$SRC/$FIX ;; esac
 N=mse3
 
-up "$N" "$FIX"
-"$MESHCONFIG" --hosts "$HOSTS" --backend ring --auto-setup --ssh-config "$CFG" \
-	--output-hostfile "$TMP/hosts.json" >"$TMP/mc.out" 2>&1
-rc=$?
-[ $rc -eq 0 ] && ok "meshconfig --backend ring --auto-setup" || { fail "meshconfig: exit $rc"; show "$TMP/mc.out"; finish; }
 # rank order and addresses of the hostfile: "host ip" per rank (one ip per host: one cable per hop)
-awk -F'"' '/"ssh":/ { h = $4 } /"ips":/ { getline; print h, $2 }' "$TMP/hosts.json" >"$TMP/ranks"
+up_ring "$N" "${2:-}"
 nranks=$(wc -l <"$TMP/ranks")
 echo "# ring hostfile: $(tr '\n' ' ' <"$TMP/ranks")"
 if [ "$nranks" -eq 4 ] && ! grep -vqE '^[^ ]+ 192\.168\.[0-9]+\.[0-9]+$' "$TMP/ranks"; then

@@ -6,16 +6,9 @@
 # and dtype of meshrun-allreduce-test up to 1 MiB; 1 and 2 connections per IP;
 # then a cable pulled in the middle of an all_sum.
 . "$(dirname "$0")/lib.sh"
-FIX=${2:-fixtures/mesh4-m3ultra}
-case $FIX in /*) ;; *:*) ;; *) FIX=$SRC/$FIX ;; esac
 N=mse4
 
-up "$N" "$FIX"
-"$MESHCONFIG" --hosts "$HOSTS" --backend ring --auto-setup --ssh-config "$CFG" \
-	--output-hostfile "$TMP/hosts.json" >"$TMP/mc.out" 2>&1
-rc=$?
-[ $rc -eq 0 ] && ok "meshconfig --backend ring --auto-setup" || { fail "meshconfig: exit $rc"; show "$TMP/mc.out"; finish; }
-awk -F'"' '/"ssh":/ { h = $4 } /"ips":/ { getline; print h, $2 }' "$TMP/hosts.json" >"$TMP/ranks"
+up_ring "$N" "${2:-}"
 n=$(wc -l <"$TMP/ranks")
 [ "$n" -eq 4 ] || { fail "4 ranks in the hostfile"; show "$TMP/hosts.json"; finish; }
 mapfile -t rhost < <(cut -d' ' -f1 "$TMP/ranks")

@@ -73,6 +73,21 @@ up() {
 	HOSTS=$(awk '$1 == "Host" { printf "%s%s", sep, $2; sep = "," }' "$CFG")
 }
 
+# up_ring NAME [FIXTURE]: up (default fixtures/mesh4-m3ultra, relative to the
+# source tree), then meshconfig --backend ring --auto-setup; writes the hostfile
+# to $TMP/hosts.json and its ranks, "host ip" per line, to $TMP/ranks; exits
+# the test when meshconfig fails.
+up_ring() {
+	local fix=${2:-fixtures/mesh4-m3ultra} rc
+	case $fix in /*) ;; *:*) ;; *) fix=$SRC/$fix ;; esac
+	up "$1" "$fix"
+	"$MESHCONFIG" --hosts "$HOSTS" --backend ring --auto-setup --ssh-config "$CFG" \
+		--output-hostfile "$TMP/hosts.json" >"$TMP/mc.out" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] && ok "meshconfig --backend ring --auto-setup" || { fail "meshconfig: exit $rc"; show "$TMP/mc.out"; finish; }
+	awk -F'"' '/"ssh":/ { h = $4 } /"ips":/ { getline; print h, $2 }' "$TMP/hosts.json" >"$TMP/ranks"
+}
+
 # cables NAME: "hostA ifA hostB ifB" per cable, from meshsim status.
 cables() {
 	"$MESHSIM" status "$1" | sed -nE 's/^  ([^: ]+):([^ ]+) <-> ([^: ]+):([^ ]+).*$/\1 \2 \3 \4/p'
