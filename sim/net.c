@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "common/array.h"
 #include "sim/net.h"
 
 #include <dirent.h>
@@ -81,10 +82,13 @@ int mr_sim_netns_pids(const char *ns, pid_t **pids, size_t *n)
 			continue;
 		if (!same_ns((pid_t)pid, &nst))
 			continue;
-		if (cnt == alloc) {
-			alloc = alloc ? alloc * 2 : 16;
-			v = xreallocarray(v, alloc, sizeof(*v));
+		pid_t *nv = mr_array_grow(v, cnt + 1, &alloc, sizeof(*v));
+		if (!nv) {
+			free(v);
+			closedir(d);
+			return -1;
 		}
+		v = nv;
 		v[cnt++] = (pid_t)pid;
 	}
 	closedir(d);

@@ -7,9 +7,10 @@
  * its right neighbour's and accepts its left neighbour, so exactly the links
  * the ring uses carry the bytes. For a buffer of S bytes every rank sends
  * B = S * 2(n-1)/n bytes, half to each neighbour, and receives as much, all
- * at once from one poll loop over non-blocking sockets (TCP_NODELAY, default
- * buffers, the congestion control libmeshrun's ring sets on its data
- * connections: --cc, default reno; "system" keeps the namespace's default)
+ * at once from one poll loop over non-blocking sockets with the settings
+ * libmeshrun's ring gives its data connections (TCP_NODELAY; --cc, default
+ * reno, "system" keeps the namespace's default; --sndbuf, default 512K,
+ * "system" for autotuning)
  * - the bytes a ring all-reduce of S must move, without the
  * reductions or the step structure. Rows (bench_common.h) name "tcp-raw"; the
  * driver's busbw of a row, S/t * 2(n-1)/n = B/t, is the per-rank TCP
@@ -38,13 +39,14 @@ struct opts {
 	const char *sizes;
 	const char *label;
 	const char *cc;
+	const char *sndbuf;
 	int repeats;
 };
 
 struct link {
 	int fd;
 	size_t soff, roff;
-	unsigned char *rbuf;
+	unsigned char *sbuf, *rbuf;
 };
 
 static int die(const char *what, int rank)
@@ -53,9 +55,12 @@ static int die(const char *what, int rank)
 	return -1;
 }
 
-static void tune(int fd, const char *cc)
+static void tune(int fd, const char *cc, int sndbuf)
 {
 	int one = 1;
+
+	if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
+		fprintf(stderr, "bench-tcp-raw: send buffer %d: %s (keeping the kernel's autotuning)\n", sndbuf, strerror(errno));
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (strcmp(cc, "system") != 0 &&
@@ -63,8 +68,9 @@ static void tune(int fd, const char *cc)
 		fprintf(stderr, "bench-tcp-raw: TCP congestion control '%s': %s (keeping the system's)\n", cc, strerror(errno));
 }
 
-/* Listen on me, connect to right, accept left; both fds blocking, NODELAY, cc. */
-static int setup(const struct mr_ring_hosts *h, int rank, const char *cc, int *lfd, int *rfd)
+/* Listen on me, connect to right, accept left; both fds blocking, NODELAY, cc, sndbuf. */
+static int setup(const struct mr_ring_hosts *h, int rank, const char *cc, int sndbuf, int *lfd,
+		 int *rfd)
 {
 	const struct mr_ring_addr *me = MR_RING_ADDR(h, rank, 0);
 	const struct mr_ring_addr *right = MR_RING_ADDR(h, (rank + 1) % h->nranks, 0);
@@ -104,8 +110,8 @@ static int setup(const struct mr_ring_hosts *h, int rank, const char *cc, int *l
 		return -1;
 	}
 	close(ls);
-	tune(*lfd, cc);
-	tune(*rfd, cc);
+	tune(*lfd, cc, sndbuf);
+	tune(*rfd, cc, sndbuf);
 	return 0;
 }
 
@@ -127,7 +133,7 @@ static int barrier(int lfd, int rfd, int n, int rank)
  * both links, then waits in poll for the ones not done - the same I/O pattern
  * as libmeshrun's ring, so the bound is not loosened by extra poll rounds.
  */
-static int exchange(struct link lk[2], const unsigned char *sbuf, size_t half, int rank)
+static int exchange(struct link lk[2], size_t half, int rank)
 {
 	for (int i = 0; i < 2; i++)
 		lk[i].soff = lk[i].roff = 0;
@@ -149,7 +155,7 @@ static int exchange(struct link lk[2], const unsigned char *sbuf, size_t half, i
 				lk[i].roff += (size_t)r;
 			}
 			while (lk[i].soff < half) {
-				ssize_t s = send(lk[i].fd, sbuf + lk[i].soff, half - lk[i].soff, MSG_DONTWAIT | MSG_NOSIGNAL);
+				ssize_t s = send(lk[i].fd, lk[i].sbuf + lk[i].soff, half - lk[i].soff, MSG_DONTWAIT | MSG_NOSIGNAL);
 				if (s < 0) {
 					if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 						break;
@@ -184,15 +190,18 @@ static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int
 	for (size_t i = 0; i < sz->n; i++)
 		maxb = MR_MAX(maxb, sz->bytes[i]);
 	size_t maxhalf = maxb / (size_t)n * (size_t)(n - 1) + 1;
-	unsigned char *sbuf = calloc(1, maxhalf);
-	struct link lk[2] = { { .fd = lfd, .rbuf = malloc(maxhalf) }, { .fd = rfd, .rbuf = malloc(maxhalf) } };
-	if (!sbuf || !lk[0].rbuf || !lk[1].rbuf) {
+	/* each link sends its own bytes, as an all-reduce does: one buffer sent
+	 * on both links would be read from memory once and from cache once */
+	struct link lk[2] = { { .fd = lfd, .sbuf = malloc(maxhalf), .rbuf = malloc(maxhalf) },
+			      { .fd = rfd, .sbuf = malloc(maxhalf), .rbuf = malloc(maxhalf) } };
+	if (!lk[0].sbuf || !lk[1].sbuf || !lk[0].rbuf || !lk[1].rbuf) {
 		fprintf(stderr, "bench-tcp-raw: out of memory\n");
 		goto out;
 	}
 	/* real pages: an untouched calloc'd buffer maps the one zero page, and
 	 * sending it would copy from a cache-hot page, not from memory */
-	memset(sbuf, 0x5a, maxhalf);
+	memset(lk[0].sbuf, 0x5a, maxhalf);
+	memset(lk[1].sbuf, 0xa5, maxhalf);
 	for (size_t s = 0; s < sz->n; s++) {
 		size_t bytes = sz->bytes[s];
 		size_t half = bytes / (size_t)n * (size_t)(n - 1); /* B/2 = S(n-1)/n */
@@ -202,7 +211,7 @@ static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int
 				goto out;
 			double t0 = bench_now();
 			for (int i = 0; i < iters; i++)
-				if (exchange(lk, sbuf, half, rank) < 0)
+				if (exchange(lk, half, rank) < 0)
 					goto out;
 			double dt = (bench_now() - t0) / iters;
 			if (rank == 0 && round >= 0)
@@ -213,32 +222,35 @@ static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int
 out:
 	free(lk[0].rbuf);
 	free(lk[1].rbuf);
-	free(sbuf);
+	free(lk[0].sbuf);
+	free(lk[1].sbuf);
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = { BENCH_DEFAULT_SIZES, "tcp-raw", "reno", 5 };
+	struct opts o = { BENCH_DEFAULT_SIZES, "tcp-raw", "reno", MR_RING_SNDBUF_DEFAULT, 5 };
 	const struct mr_opt table[] = {
 		MR_OPT_STRING_D(0, "sizes", &o.sizes, "LIST", BENCH_DEFAULT_SIZES, "buffer sizes in bytes (K/M/G suffixes)"),
 		MR_OPT_INT_D(0, "repeats", &o.repeats, "N", 1, 1000, "5", "timed rounds per size"),
 		MR_OPT_STRING_D(0, "label", &o.label, "NAME", "tcp-raw", "name in the rows"),
 		MR_OPT_STRING_D(0, "cc", &o.cc, "NAME", "reno", "TCP congestion control of the links (as libmeshrun's ring; 'system': the default)"),
+		MR_OPT_STRING_D(0, "sndbuf", &o.sndbuf, "SIZE", MR_RING_SNDBUF_DEFAULT, "send buffer of the links (as libmeshrun's ring, MESHRUN_RING_SNDBUF; 'system': autotuned)"),
 		MR_OPT_END(),
 	};
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_ring_hosts hosts = { 0 };
 	struct bench_sizes sz;
 	const char *hf = getenv("MLX_HOSTFILE"), *rs = getenv("MLX_RANK");
-	int rank, lfd = -1, rfd = -1, rc;
+	int rank, sndbuf, lfd = -1, rfd = -1, rc;
 
 	rc = mr_opt_parse(table, argc, argv, 0, NULL, NULL, &err);
 	if (rc == MR_OPT_HELP) {
 		mr_opt_usage(stdout, "MLX_RANK=R MLX_HOSTFILE=F bench-tcp-raw [--sizes LIST] [--repeats N]", table, NULL);
 		return 0;
 	}
-	if (rc != MR_OPT_OK || bench_sizes_parse(o.sizes, &sz, &err) < 0) {
+	if (rc != MR_OPT_OK || bench_sizes_parse(o.sizes, &sz, &err) < 0 ||
+	    mr_env_sndbuf("--sndbuf", o.sndbuf, &sndbuf, &err) < 0) {
 		fprintf(stderr, "bench-tcp-raw: %s\n", err.msg);
 		return 2;
 	}
@@ -255,7 +267,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-tcp-raw: MLX_RANK=%d but '%s' lists %d ranks (need >= 2)\n", rank, hf, hosts.nranks);
 		goto out;
 	}
-	if (setup(&hosts, rank, o.cc, &lfd, &rfd) < 0)
+	if (setup(&hosts, rank, o.cc, sndbuf, &lfd, &rfd) < 0)
 		goto out;
 	rc = run(&o, &sz, rank, hosts.nranks, lfd, rfd) < 0 ? 1 : 0;
 out:

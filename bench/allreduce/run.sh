@@ -6,7 +6,7 @@
 #   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
 #       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
 #       [--peers ours,openmpi,gloo,tcp-raw] [--conns 1] [--no-deps] [--no-build]
-#       [--ring-cc NAME] [--sys-cc NAME] [--nice N]
+#       [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
 # network namespaces mrb-r0..mrb-r<n-1> with one rank each; neighbours are
@@ -50,6 +50,13 @@
 # niceness (all peers alike, so that a busy shared machine decides less of
 # the numbers). env.txt records all three.
 #
+# Send buffer: libmeshrun's ring fixes it at 512K
+# (MESHRUN_RING_SNDBUF, see src/coll/ring_conn.c) and tcp-raw uses the same
+# (--sndbuf), because an autotuned one lets megabytes queue per connection and
+# the receive copies then come from memory, not cache: the bound would be
+# lower than the ring can reach. --ring-sndbuf SIZE sets both ("system":
+# autotuning).
+#
 # Output in --out (default <build>/bench-out/allreduce-<time>):
 # raw.csv (every round), summary.csv (medians), compare.csv (ratios),
 # busbw.png (busbw vs size, one panel per rank count), env.txt (machine/load),
@@ -68,6 +75,7 @@ mode=netns
 peers=ours,openmpi,gloo,tcp-raw
 conns=1
 ring_cc=""
+ring_sndbuf=""
 sys_cc=""
 nice_n=0
 deps=1
@@ -94,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--peers) peers=$2; shift ;;
 	--conns) conns=$2; shift ;;
 	--ring-cc) ring_cc=$2; shift ;;
+	--ring-sndbuf) ring_sndbuf=$2; shift ;;
 	--sys-cc) sys_cc=$2; shift ;;
 	--nice) nice_n=$2; shift ;;
 	--no-deps) deps=0 ;;
@@ -108,6 +117,7 @@ done
 [[ $passes =~ ^[1-9][0-9]*$ ]] || die "--passes: expected a positive number, got '$passes'"
 [[ $conns =~ ^[1-8]$ ]] || die "--conns: expected 1..8, got '$conns'"
 [[ -z $ring_cc || $ring_cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--ring-cc: expected a congestion control name like reno, got '$ring_cc'"
+[[ -z $ring_sndbuf || $ring_sndbuf = system || $ring_sndbuf =~ ^[0-9]+[KMkm]?$ ]] || die "--ring-sndbuf: expected a size like 512K or 'system', got '$ring_sndbuf'"
 [[ -z $sys_cc || $sys_cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--sys-cc: expected a congestion control name like reno, got '$sys_cc'"
 [[ $nice_n =~ ^-?[0-9]+$ ]] && [ "$nice_n" -ge -20 ] && [ "$nice_n" -le 19 ] || die "--nice: expected -20..19, got '$nice_n'"
 if [ -n "$sys_cc" ] && [ "$mode" != netns ]; then
@@ -310,8 +320,8 @@ run_peer_inner() { # peer n
 	write_hostfile "$n" "$port" "$hf"
 	info "n=$n pass $pass: $peer"
 	case $peer in
-	ours) MESHRUN_RING_TCP_CC=$ring_cc run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
-	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" ;;
+	ours) MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
+	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" --sndbuf "${ring_sndbuf:-512K}" ;;
 	gloo)
 		local store=$out/logs/gloo-store-n$n-p$pass r status=0 s
 		rm -rf "$store"; mkdir -p "$store"
@@ -363,6 +373,7 @@ port=$port_base
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns"
 	echo "tcp congestion control: ours and tcp-raw ${ring_cc:-reno}; openmpi and gloo: ${sys_cc:-the system default, $(cat /proc/sys/net/ipv4/tcp_congestion_control)}; nice: $nice_n"
+	echo "send buffer of ours and tcp-raw: ${ring_sndbuf:-512K} (kernel: twice that, at most net.core.wmem_max $(cat /proc/sys/net/core/wmem_max)); openmpi and gloo: their own choice"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	mpirun --version 2>/dev/null | head -1 || true
 	dpkg-query -W -f='gloo: ${Version}\n' libgloo-dev 2>/dev/null || true

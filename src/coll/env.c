@@ -208,6 +208,22 @@ int mr_env_job_token(const char *who, char *token, size_t cap, size_t *len,
 	return 0;
 }
 
+int mr_env_sndbuf(const char *what, const char *value, int *bytes, struct meshrun_err *err)
+{
+	uint64_t v;
+
+	if (!value || !*value)
+		value = MR_RING_SNDBUF_DEFAULT;
+	if (strcmp(value, "system") == 0) {
+		*bytes = 0;
+		return 0;
+	}
+	if (mr_parse_size(value, 256u << 20, &v) < 0 || v < 4096)
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s='%s': expected a send buffer size from 4K to 256M (e.g. 512K), or 'system' for the kernel's autotuning", what, value);
+	*bytes = (int)v;
+	return 0;
+}
+
 int mr_env_timeout_ms(int64_t *ms, struct meshrun_err *err)
 {
 	const char *v = getenv("MESHRUN_TIMEOUT");

@@ -74,6 +74,17 @@ int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *er
 int mr_env_job_token(const char *who, char *token, size_t cap, size_t *len,
 		     struct meshrun_err *err);
 
+/*
+ * The send buffer of the ring's data connections (MESHRUN_RING_SNDBUF):
+ * value NULL or "" = MR_RING_SNDBUF_DEFAULT; a size in bytes (K/M suffixes,
+ * 4K..256M) for SO_SNDBUF, which the kernel doubles and caps at
+ * net.core.wmem_max; "system" = 0, the kernel's autotuning. `what` names
+ * the setting in errors. Shared with bench-tcp-raw, so its bound is measured
+ * with the same sockets.
+ */
+#define MR_RING_SNDBUF_DEFAULT "512K"
+int mr_env_sndbuf(const char *what, const char *value, int *bytes, struct meshrun_err *err);
+
 /* MESHRUN_TIMEOUT in seconds ("30", "1.5", "500ms"); default 30 s. */
 #define MR_DEFAULT_TIMEOUT_MS 30000
 int mr_env_timeout_ms(int64_t *ms, struct meshrun_err *err);

@@ -87,11 +87,17 @@ static struct mr_jxfer *xalloc(struct mr_jaccl *J, int n, struct meshrun_err *er
 
 /* ------------------------------------------------------------------ mesh */
 
-static int mesh_reduce_scatter(struct mr_jaccl *J, unsigned char *buf, const size_t *off,
-			       const size_t *cnt, enum meshrun_dtype dt, enum mr_op op,
-			       const char *what, struct meshrun_err *err)
+/*
+ * Every peer at once, one block each way. reduce (sum_scatter): send peer p
+ * its block p, reduce the blocks the peers send into our own, in rank order
+ * so every rank adds the same way. Otherwise (all_gather): send our block to
+ * every peer and receive block p from peer p. Blocks of elements of esz
+ * bytes: block b at element off[b], len[b] long.
+ */
+static int mesh_blocks(struct mr_jaccl *J, unsigned char *buf, const size_t *off,
+		       const size_t *len, size_t esz, bool reduce, enum meshrun_dtype dt,
+		       enum mr_op op, const char *what, struct meshrun_err *err)
 {
-	size_t esz = mr_dtype_size((int)dt);
 	struct mr_jxfer *x = xalloc(J, J->size - 1, err);
 	int n = 0;
 
@@ -100,41 +106,32 @@ static int mesh_reduce_scatter(struct mr_jaccl *J, unsigned char *buf, const siz
 	for (int p = 0; p < J->size; p++) {
 		if (p == J->rank)
 			continue;
+		int sb = reduce ? p : J->rank, rb = reduce ? J->rank : p; /* blocks sent, received */
 		x[n].c = J->peer[p];
-		x[n].src = buf + off[p] * esz;
-		x[n].slen = cnt[p] * esz;
-		x[n].dst = buf + off[J->rank] * esz;
-		x[n].dlen = cnt[J->rank] * esz;
-		x[n].mode = MR_JX_REDUCE;
+		x[n].src = buf + off[sb] * esz;
+		x[n].slen = len[sb] * esz;
+		x[n].dst = buf + off[rb] * esz;
+		x[n].dlen = len[rb] * esz;
+		x[n].mode = reduce ? MR_JX_REDUCE : MR_JX_COPY;
 		n++;
 	}
-	int rc = run(J, what, x, n, true, op, dt, err);
+	int rc = run(J, what, x, n, reduce, op, dt, err);
 	free(x);
 	return rc;
 }
 
+static int mesh_reduce_scatter(struct mr_jaccl *J, unsigned char *buf, const size_t *off,
+			       const size_t *cnt, enum meshrun_dtype dt, enum mr_op op,
+			       const char *what, struct meshrun_err *err)
+{
+	return mesh_blocks(J, buf, off, cnt, mr_dtype_size((int)dt), true, dt, op, what, err);
+}
+
+/* Blocks in bytes. */
 static int mesh_all_gather_blocks(struct mr_jaccl *J, unsigned char *buf, const size_t *off,
 				  const size_t *len, const char *what, struct meshrun_err *err)
 {
-	struct mr_jxfer *x = xalloc(J, J->size - 1, err);
-	int n = 0;
-
-	if (!x)
-		return MESHRUN_E_NOMEM;
-	for (int p = 0; p < J->size; p++) {
-		if (p == J->rank)
-			continue;
-		x[n].c = J->peer[p];
-		x[n].src = buf + off[J->rank];
-		x[n].slen = len[J->rank];
-		x[n].dst = buf + off[p];
-		x[n].dlen = len[p];
-		x[n].mode = MR_JX_COPY;
-		n++;
-	}
-	int rc = run(J, what, x, n, false, MR_OP_SUM, MESHRUN_UINT8, err);
-	free(x);
-	return rc;
+	return mesh_blocks(J, buf, off, len, 1, false, MESHRUN_UINT8, MR_OP_SUM, what, err);
 }
 
 static int mesh_all_reduce_direct(struct mr_jaccl *J, unsigned char *buf, size_t count,

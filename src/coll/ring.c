@@ -144,6 +144,9 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	rc = ring_env_cc(r, err);
 	if (rc < 0)
 		goto fail;
+	rc = mr_env_sndbuf("ring: MESHRUN_RING_SNDBUF", getenv("MESHRUN_RING_SNDBUF"), &r->sndbuf, err);
+	if (rc < 0)
+		goto fail;
 	rc = mr_ring_hosts_load(hostfile, &r->hosts, err);
 	if (rc < 0) {
 		mr_err_prefix(err, "ring: MLX_HOSTFILE");

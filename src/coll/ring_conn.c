@@ -181,6 +181,15 @@ static void peer_text(int fd, char *buf, size_t n)
  * throughput on 2 cores (bench/allreduce). Failure (a kernel without it, or
  * a name not in tcp_allowed_congestion_control for non-root) keeps the
  * system's choice.
+ *
+ * They also get a fixed send buffer (r->sndbuf, MESHRUN_RING_SNDBUF, default
+ * 512K: 1 MiB once the kernel doubles it). Autotuned, a send buffer grows to
+ * net.ipv4.tcp_wmem's maximum (4 MiB), so megabytes per connection queue up
+ * at the receiver and have left the caches by the time it copies them out:
+ * on the bench machine (bench/allreduce, 2 cores) the receive copies cost
+ * 1.5-2x as much per byte, and 16 MiB all-reduces were 36% (2 ranks) and 49%
+ * (4 ranks) slower than with the fixed buffer. A megabyte in flight still
+ * fills a 40 Gb/s link with up to 200 us round trips.
  */
 static void tune_socket(const struct mr_ring *r, int fd, bool data)
 {
@@ -193,6 +202,9 @@ static void tune_socket(const struct mr_ring *r, int fd, bool data)
 		mr_ring_log(r, "TCP congestion control '%s' not set: %s (keeping the system's)", r->tcp_cc, strerror(errno));
 	/* unacknowledged data for longer than the timeout fails the socket (a pulled cable) */
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+	if (data && r->sndbuf > 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &r->sndbuf, sizeof(r->sndbuf)) < 0)
+		mr_ring_log(r, "send buffer of %d bytes not set: %s (keeping the kernel's autotuning)", r->sndbuf, strerror(errno));
 }
 
 int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err)
@@ -424,7 +436,10 @@ int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err)
 		socklen_t cl = MR_RING_CC_MAX;
 		if (getsockopt(r->left[0], IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0)
 			cc[MR_MIN((size_t)cl, (size_t)MR_RING_CC_MAX)] = '\0';
-		mr_ring_log(r, "data connections use TCP congestion control '%s'", cc);
+		int sb = 0;
+		socklen_t sl = sizeof(sb);
+		getsockopt(r->left[0], SOL_SOCKET, SO_SNDBUF, &sb, &sl);
+		mr_ring_log(r, "data connections use TCP congestion control '%s', send buffer %d bytes (%s)", cc, sb, r->sndbuf > 0 ? "fixed" : "autotuned");
 	}
 	r->lane[MR_LANE_LEFT].peer = left;
 	r->lane[MR_LANE_RIGHT].peer = right;

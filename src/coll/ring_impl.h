@@ -64,6 +64,7 @@ struct mr_ring {
 	char token[MR_TOKEN_MAX];
 	size_t token_len;
 	char tcp_cc[MR_RING_CC_MAX];  /* data connections' congestion control; "" = system's */
+	int sndbuf;                /* data connections' SO_SNDBUF; 0 = kernel autotuning */
 	struct mr_ring_hosts hosts;
 	int *left, *right;         /* nconn data connections each */
 	unsigned char *tmp;        /* 2*nconn receive buffers of MR_RING_PKT_MAX */

@@ -1,21 +1,18 @@
 #include "common/compat.h"
+#include "common/array.h"
 #include "common/strvec.h"
 
 static int strvec_push_owned(struct mr_strvec *sv, char *s)
 {
 	if (!s)
 		return -1;
-	if (sv->nr + 2 > sv->alloc) {
-		size_t alloc = sv->alloc ? sv->alloc * 2 : 8;
-		char **v = realloc(sv->v, alloc * sizeof(*v));
-		if (!v) {
-			free(s);
-			errno = ENOMEM;
-			return -1;
-		}
-		sv->v = v;
-		sv->alloc = alloc;
+	char **v = mr_array_grow(sv->v, sv->nr + 2, &sv->alloc, sizeof(*v)); /* + the NULL */
+
+	if (!v) {
+		free(s);
+		return -1;
 	}
+	sv->v = v;
 	sv->v[sv->nr++] = s;
 	sv->v[sv->nr] = NULL;
 	return 0;

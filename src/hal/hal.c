@@ -3,6 +3,7 @@
  * backend's ops table (hal_impl.h); plus the helpers every backend shares.
  */
 #include "common/compat.h"
+#include "common/array.h"
 #include "common/err.h"
 #include "common/shquote.h"
 #include "hal/hal_impl.h"
@@ -198,15 +199,11 @@ void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
 
 int mr_pollset_add(struct mr_pollset *ps, int fd, short events)
 {
-	if (ps->nr == ps->alloc) {
-		size_t alloc = ps->alloc ? ps->alloc * 2 : 16;
-		struct pollfd *fds = reallocarray(ps->fds, alloc, sizeof(*fds));
+	struct pollfd *fds = mr_array_grow(ps->fds, ps->nr + 1, &ps->alloc, sizeof(*fds));
 
-		if (!fds)
-			return -1;
-		ps->fds = fds;
-		ps->alloc = alloc;
-	}
+	if (!fds)
+		return -1;
+	ps->fds = fds;
 	ps->fds[ps->nr].fd = fd;
 	ps->fds[ps->nr].events = events;
 	ps->fds[ps->nr].revents = 0;
@@ -285,15 +282,11 @@ int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), v
 		return MESHRUN_E_INVAL;
 	w = find_watch(hal, fd);
 	if (!w) {
-		if (hal->nwatch == hal->watch_alloc) {
-			size_t alloc = hal->watch_alloc ? hal->watch_alloc * 2 : 4;
-			struct mr_hal_watch *v = reallocarray(hal->watch, alloc, sizeof(*v));
+		struct mr_hal_watch *v = mr_array_grow(hal->watch, hal->nwatch + 1, &hal->watch_alloc, sizeof(*v));
 
-			if (!v)
-				return MESHRUN_E_NOMEM;
-			hal->watch = v;
-			hal->watch_alloc = alloc;
-		}
+		if (!v)
+			return MESHRUN_E_NOMEM;
+		hal->watch = v;
 		w = &hal->watch[hal->nwatch++];
 	}
 	w->fd = fd;

@@ -34,6 +34,7 @@
  * groups and remove the mr_hal_remove_at_exit() directories.
  */
 #include "common/compat.h"
+#include "common/array.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/strvec.h"
@@ -964,17 +965,13 @@ static int local_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *er
 
 			if (p->exited || lp->c.pid <= 0)
 				continue;
-			if (nslots == nalloc) {
-				size_t a = nalloc ? nalloc * 2 : 16;
-				struct pslot *v = reallocarray(slots, a, sizeof(*v));
+			struct pslot *v = mr_array_grow(slots, nslots + 1, &nalloc, sizeof(*v));
 
-				if (!v) {
-					rc = mr_err_set(err, MESHRUN_E_NOMEM, "poll: out of memory");
-					goto out;
-				}
-				slots = v;
-				nalloc = a;
+			if (!v) {
+				rc = mr_err_set(err, MESHRUN_E_NOMEM, "poll: out of memory");
+				goto out;
 			}
+			slots = v;
 			s = &slots[nslots++];
 			s->lp = lp;
 			proc_pollfds(lp, &ps, s, &need_tick);

@@ -3,6 +3,7 @@
  * and scripted answers (replay.h has the contract and the fixture layout).
  */
 #include "common/compat.h"
+#include "common/array.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/json.h"
@@ -94,17 +95,11 @@ void mr_replay_free(struct mr_replay *rp)
 /* Make room for one more element of size sz in *v (nr used, *alloc allocated). */
 static int grow(void **v, size_t nr, size_t *alloc, size_t sz)
 {
-	void *p;
-	size_t a;
+	void *p = mr_array_grow(*v, nr + 1, alloc, sz);
 
-	if (nr < *alloc)
-		return 0;
-	a = *alloc ? *alloc * 2 : 8;
-	p = reallocarray(*v, a, sz);
 	if (!p)
 		return -1;
 	*v = p;
-	*alloc = a;
 	return 0;
 }
 

@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "common/array.h"
 #include "hal/ssh_config.h"
 
 #include "common/buf.h"
@@ -157,30 +158,22 @@ void mr_ssh_config_free(struct mr_ssh_config *cfg)
 
 static struct cfg_block *add_block(struct mr_ssh_config *cfg)
 {
-	if (cfg->nblocks == cfg->alloc) {
-		size_t n = cfg->alloc ? cfg->alloc * 2 : 8;
-		struct cfg_block *nb = reallocarray(cfg->blocks, n, sizeof(*nb));
+	struct cfg_block *nb = mr_array_grow(cfg->blocks, cfg->nblocks + 1, &cfg->alloc, sizeof(*nb));
 
-		if (!nb)
-			return NULL;
-		cfg->blocks = nb;
-		cfg->alloc = n;
-	}
+	if (!nb)
+		return NULL;
+	cfg->blocks = nb;
 	memset(&cfg->blocks[cfg->nblocks], 0, sizeof(cfg->blocks[0]));
 	return &cfg->blocks[cfg->nblocks++];
 }
 
 static struct cfg_opt *add_opt(struct cfg_block *b)
 {
-	if (b->nopts == b->alloc) {
-		size_t n = b->alloc ? b->alloc * 2 : 8;
-		struct cfg_opt *no = reallocarray(b->opts, n, sizeof(*no));
+	struct cfg_opt *no = mr_array_grow(b->opts, b->nopts + 1, &b->alloc, sizeof(*no));
 
-		if (!no)
-			return NULL;
-		b->opts = no;
-		b->alloc = n;
-	}
+	if (!no)
+		return NULL;
+	b->opts = no;
 	memset(&b->opts[b->nopts], 0, sizeof(b->opts[0]));
 	return &b->opts[b->nopts++];
 }

@@ -3,6 +3,7 @@
  * buf, strvec, err, fdio, log.
  */
 #include "common/compat.h"
+#include "common/array.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fdio.h"
@@ -617,6 +618,47 @@ static void test_strvec(void **state)
 
 /* ---- err ---- */
 
+static void test_array_grow(void **state)
+{
+	size_t alloc = 0, nr = 0;
+	int *v = NULL;
+
+	(void)state;
+	/* push 1000 elements one by one: every value kept, room always enough,
+	 * and doubling keeps the number of reallocations logarithmic */
+	int moves = 0;
+	for (int i = 0; i < 1000; i++) {
+		size_t before = alloc;
+		int *nv = mr_array_grow(v, nr + 1, &alloc, sizeof(*v));
+		assert_non_null(nv);
+		assert_true(alloc >= nr + 1);
+		moves += alloc != before;
+		v = nv;
+		v[nr++] = i;
+	}
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(v[i], i);
+	assert_true(moves <= 8); /* 8, 16, ..., 1024 */
+	/* room already there: the same pointer, alloc unchanged */
+	size_t a = alloc;
+	assert_ptr_equal(mr_array_grow(v, 10, &alloc, sizeof(*v)), v);
+	assert_int_equal(alloc, a);
+	/* a jump past twice the size goes straight there */
+	int *big = mr_array_grow(v, 5000, &alloc, sizeof(*v));
+	assert_non_null(big);
+	assert_true(alloc >= 5000);
+	assert_int_equal(big[999], 999);
+	v = big;
+	/* an impossible size fails with ENOMEM and leaves the array as it was */
+	a = alloc;
+	errno = 0;
+	assert_null(mr_array_grow(v, SIZE_MAX / 2, &alloc, sizeof(*v)));
+	assert_int_equal(errno, ENOMEM);
+	assert_int_equal(alloc, a);
+	assert_int_equal(v[999], 999);
+	free(v);
+}
+
 static void test_err(void **state)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
@@ -869,6 +911,7 @@ int main(void)
 		cmocka_unit_test(test_shquote_forms),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_strvec),
+		cmocka_unit_test(test_array_grow),
 		cmocka_unit_test(test_err),
 		cmocka_unit_test(test_fdio_files),
 		cmocka_unit_test(test_fdio_pipes),
