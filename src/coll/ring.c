@@ -532,7 +532,7 @@ static int ring_all_reduce(struct meshrun_group *g, void *buf, size_t count,
 
 	if (r->size == 1)
 		return 0;
-	if (count > 0 && count * esz <= MR_RING_SMALL_BYTES &&
+	if (count > 0 && count * esz <= mr_ring_small_limit(r->size) &&
 	    (size_t)r->size * count * esz <= tmp_bytes(r)) {
 		if (r->size == 4)
 			return all_reduce_four(r, buf, count, esz, dt, op, err);

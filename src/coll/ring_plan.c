@@ -30,6 +30,15 @@ void mr_ring_layout_init(struct mr_ring_layout *l, int size, size_t total, size_
 	l->npk = ceil_div(l->sub, l->pk);
 }
 
+size_t mr_ring_small_limit(int size)
+{
+	if (size == 4)
+		return MR_RING_SMALL_FOUR;
+	if (size < 2)
+		return 0;
+	return MR_MAX((size_t)MR_RING_SMALL_BYTES, (size_t)MR_RING_SMALL_RECV / (size_t)(size - 1));
+}
+
 int mr_ring_seg(int rank, int size, int dir, int step, bool recv)
 {
 	long s = (long)step + (recv ? 2 : 1);

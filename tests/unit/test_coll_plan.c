@@ -57,6 +57,24 @@ static void test_cover(void **state)
 	check_cover(3, 3 * 777777, 777777, 2, 2);
 }
 
+static void test_small_limit(void **state)
+{
+	(void)state;
+	assert_int_equal(mr_ring_small_limit(1), 0);
+	assert_int_equal(mr_ring_small_limit(2), MR_RING_SMALL_RECV);
+	assert_int_equal(mr_ring_small_limit(3), MR_RING_SMALL_RECV / 2);
+	assert_int_equal(mr_ring_small_limit(4), MR_RING_SMALL_FOUR); /* the swaps */
+	assert_int_equal(mr_ring_small_limit(5), MR_RING_SMALL_RECV / 4);
+	/* many ranks: never below the plain limit */
+	assert_int_equal(mr_ring_small_limit(64), MR_RING_SMALL_BYTES);
+	for (int n = 2; n < 200; n++) {
+		size_t lim = mr_ring_small_limit(n);
+		assert_true(lim >= MR_RING_SMALL_BYTES);
+		/* what a gathering rank holds (n buffers) fits the 2 MiB scratch buffer */
+		assert_true((size_t)n * lim <= (size_t)2 * MR_RING_PKT_MAX || n > 64);
+	}
+}
+
 static void test_channels_split_large_only(void **state)
 {
 	struct mr_ring_layout l;
@@ -106,6 +124,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cover),
+		cmocka_unit_test(test_small_limit),
 		cmocka_unit_test(test_channels_split_large_only),
 		cmocka_unit_test(test_schedule),
 	};
