@@ -1,7 +1,8 @@
 #!/bin/bash
 # report.sh OUTDIR: from OUTDIR/raw.csv (impl,ranks,bytes,round,seconds) write
 # summary.csv (medians per impl, ranks, size), compare.csv (ours vs the best of
-# Open MPI and Gloo, vs the raw TCP bound, latency vs Open MPI), print the
+# Open MPI and Gloo, vs the raw TCP bound, latency vs Open MPI; libmeshrun's
+# mpi backend vs Open MPI, the same engine, when it ran), print the
 # comparison table, and plot busbw vs size to busbw.png when gnuplot exists.
 # busbw = bytes / t * 2(n-1)/n (GB/s = 1e9 bytes/s).
 set -euo pipefail
@@ -46,12 +47,12 @@ END {
 		printf "%d %.6f\n", b, bus > (out "/plot/" f[1] "_n" n ".dat")
 	}
 	cfile = out "/compare.csv"
-	print "ranks,bytes,ours_busbw,openmpi_busbw,gloo_ring_busbw,gloo_chunked_busbw,best_other,ours_over_best,tcpraw_busbw,ours_over_raw,ours_us,openmpi_us,ours_us_over_openmpi" > cfile
-	printf "\n%-5s %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s\n", "ranks", "size",
+	print "ranks,bytes,ours_busbw,openmpi_busbw,gloo_ring_busbw,gloo_chunked_busbw,best_other,ours_over_best,tcpraw_busbw,ours_over_raw,ours_us,openmpi_us,ours_us_over_openmpi,meshrun_mpi_busbw,meshrun_mpi_over_openmpi" > cfile
+	printf "\n%-5s %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s %9s %7s\n", "ranks", "size",
 	       "ours", "openmpi", "gloo-ring", "gloo-chk", "tcp-raw", "x best", "", "%raw",
-	       "ours us", "ompi us", "lat x"
-	printf "%-5s %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s\n", "", "",
-	       "GB/s", "GB/s", "GB/s", "GB/s", "GB/s", "", "", "", "", "", ""
+	       "ours us", "ompi us", "lat x", "mr-mpi", "x ompi"
+	printf "%-5s %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s %9s %7s\n", "", "",
+	       "GB/s", "GB/s", "GB/s", "GB/s", "GB/s", "", "", "", "", "", "", "GB/s", ""
 	# ranks and sizes in numeric order
 	nr = 0; for (r in ranks) rl[++nr] = r + 0
 	for (i = 2; i <= nr; i++) { v = rl[i]; for (j = i - 1; j >= 1 && rl[j] > v; j--) rl[j + 1] = rl[j]; rl[j + 1] = v }
@@ -64,21 +65,23 @@ END {
 		g1 = busbw["gloo-ring" SUBSEP n SUBSEP b] + 0
 		g2 = busbw["gloo-ring-chunked" SUBSEP n SUBSEP b] + 0
 		raw = busbw["tcp-raw" SUBSEP n SUBSEP b] + 0
+		mm = busbw["meshrun-mpi" SUBSEP n SUBSEP b] + 0
 		best = m; if (g1 > best) best = g1; if (g2 > best) best = g2
 		ot = med["ours" SUBSEP n SUBSEP b] * 1e6; mt = med["openmpi" SUBSEP n SUBSEP b] * 1e6
-		printf "%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", n, b, fmt_bw(o), fmt_bw(m), fmt_bw(g1),
+		printf "%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", n, b, fmt_bw(o), fmt_bw(m), fmt_bw(g1),
 		       fmt_bw(g2), fmt_bw(best), fmt_ratio(o, best), fmt_bw(raw),
 		       ((o > 0 && raw > 0) ? sprintf("%.1f", 100 * o / raw) : "-"),
 		       (ot > 0 ? sprintf("%.1f", ot) : "-"), (mt > 0 ? sprintf("%.1f", mt) : "-"),
-		       fmt_ratio(ot, mt) > cfile
-		printf "%-5d %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s\n", n, human(b), fmt_bw(o),
+		       fmt_ratio(ot, mt), fmt_bw(mm), fmt_ratio(mm, m) > cfile
+		printf "%-5d %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s %9s %7s\n", n, human(b), fmt_bw(o),
 		       fmt_bw(m), fmt_bw(g1), fmt_bw(g2), fmt_bw(raw), fmt_ratio(o, best), "",
 		       ((o > 0 && raw > 0) ? sprintf("%.0f%%", 100 * o / raw) : "-"),
 		       (ot > 0 ? sprintf("%.1f", ot) : "-"), (mt > 0 ? sprintf("%.1f", mt) : "-"),
-		       fmt_ratio(ot, mt)
+		       fmt_ratio(ot, mt), fmt_bw(mm), fmt_ratio(mm, m)
 	}
 	print "\nx best: ours / best of openmpi, gloo-ring, gloo-ring-chunked (busbw); %raw: ours / tcp-raw;"
-	print "lat x: ours / openmpi median time per operation (lower is better)."
+	print "lat x: ours / openmpi median time per operation (lower is better);"
+	print "mr-mpi: the mpi backend of libmeshrun (Open MPI underneath); x ompi: its busbw / the openmpi busbw (about 1)."
 }' <(mkdir -p "$out/plot" && rm -f "$out"/plot/*.dat && cat "$out/raw.csv")
 
 if command -v gnuplot >/dev/null; then
@@ -100,7 +103,7 @@ if command -v gnuplot >/dev/null; then
 		for n in $nlist; do
 			echo "set title '$n ranks: busbw = bytes/t x 2(n-1)/n'"
 			plots=()
-			for impl in ours openmpi gloo-ring gloo-ring-chunked tcp-raw; do
+			for impl in ours openmpi meshrun-mpi gloo-ring gloo-ring-chunked tcp-raw; do
 				f=$out/plot/${impl}_n$n.dat
 				[ -s "$f" ] || continue
 				style="linespoints lw 2"

@@ -5,7 +5,8 @@
 #
 #   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
 #       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
-#       [--peers ours,openmpi,gloo,tcp-raw] [--conns 1] [--no-deps] [--no-build]
+#       [--peers ours,openmpi,meshrun-mpi,gloo,tcp-raw] [--conns 1] [--no-deps]
+#       [--no-build]
 #       [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
@@ -23,7 +24,10 @@
 # --conns connections per address); openmpi = bench-ar-mpi under mpirun
 # --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
 # --mca btl tcp,self --mca btl_tcp_if_include 10.233.0.0/16 (lo in loopback
-# mode), each rank exec'd into its namespace by mpi_netns_wrap.sh; gloo =
+# mode), each rank exec'd into its namespace by mpi_netns_wrap.sh;
+# meshrun-mpi = bench-meshrun-mpi (bench/mpi: libmeshrun's mpi backend, i.e.
+# Open MPI's MPI_Allreduce through libmeshrun) launched the same way, whose
+# figures should match openmpi's (the same engine); gloo =
 # bench-ar-gloo (FileStore rendezvous, TCP device on the rank's ring address);
 # tcp-raw = bench-tcp-raw. Packages the bench needs (libgloo-dev, gnuplot-nox,
 # g++, socat) are installed here if missing (--no-deps: don't); none of this
@@ -72,7 +76,7 @@ passes=2
 out=""
 build=$root/build-bench
 mode=netns
-peers=ours,openmpi,gloo,tcp-raw
+peers=ours,openmpi,meshrun-mpi,gloo,tcp-raw
 conns=1
 ring_cc=""
 ring_sndbuf=""
@@ -134,7 +138,7 @@ for n in ${ranks_list//,/ }; do
 	[ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "--ranks: $n is not in 2..16"
 done
 for p in ${peers//,/ }; do
-	case $p in ours|openmpi|gloo|tcp-raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
+	case $p in ours|openmpi|meshrun-mpi|gloo|tcp-raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
 done
 if [ "$mode" = netns ] && [ "$(id -u)" -ne 0 ]; then
 	die "--mode netns needs root (network namespaces); use --mode loopback"
@@ -153,6 +157,7 @@ if [ $do_build = 1 ]; then
 	targets=(bench-ar-ours bench-tcp-raw)
 	known=$(cmake --build "$build" --target help 2>/dev/null || true)
 	grep -qw 'bench-ar-mpi' <<<"$known" && targets+=(bench-ar-mpi)
+	grep -qw 'bench-meshrun-mpi' <<<"$known" && targets+=(bench-meshrun-mpi)
 	grep -qw 'bench-ar-gloo' <<<"$known" && targets+=(bench-ar-gloo)
 	cmake --build "$build" -j2 --target "${targets[@]}" >>"$out/cmake.log" 2>&1 ||
 		die "build failed, see $out/cmake.log"
@@ -164,6 +169,10 @@ has_peer tcp-raw && { [ -x "$bin/bench-tcp-raw" ] || die "missing $bin/bench-tcp
 if has_peer openmpi && { [ ! -x "$bin/bench-ar-mpi" ] || ! command -v mpirun >/dev/null; }; then
 	info "Open MPI is not available: skipping it"
 	peers=${peers//openmpi/}
+fi
+if has_peer meshrun-mpi && { [ ! -x "$bin/bench-meshrun-mpi" ] || ! command -v mpirun >/dev/null; }; then
+	info "libmeshrun's mpi backend cannot be measured (no bench-meshrun-mpi or mpirun): skipping it"
+	peers=${peers//meshrun-mpi/}
 fi
 if has_peer gloo && [ ! -x "$bin/bench-ar-gloo" ]; then
 	info "Gloo is not available (libgloo-dev): skipping it"
@@ -340,8 +349,9 @@ run_peer_inner() { # peer n
 		else info "gloo with $n ranks failed (status $status): $(cat "$log".r*.err | head -5)"
 		fi
 		;;
-	openmpi)
-		local ifs=10.233.0.0/16 wrap=() st=$out/logs/mpi-state-n$n-p$pass f
+	openmpi|meshrun-mpi)
+		local ifs=10.233.0.0/16 wrap=() st=$out/logs/$peer-state-n$n-p$pass f prog=bench-ar-mpi
+		[ "$peer" = meshrun-mpi ] && prog=bench-meshrun-mpi
 		rm -rf "$st"; mkdir -p "$st"
 		if [ "$mode" = netns ]; then
 			wrap=("$here/mpi_netns_wrap.sh" "${prefix}r" "$st")
@@ -350,11 +360,11 @@ run_peer_inner() { # peer n
 		fi
 		if nice -n "$nice_n" mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
 			--mca mpi_yield_when_idle 1 --mca btl tcp,self --mca btl_tcp_if_include "$ifs" \
-			"${wrap[@]}" "$bin/bench-ar-mpi" --sizes "$sizes" --repeats "$repeats" \
+			"${wrap[@]}" "$bin/$prog" --sizes "$sizes" --repeats "$repeats" \
 			>"$log.out" 2>"$log.err" </dev/null; then
 			cat "$log.out" >>"$out/raw.csv"
 		else
-			info "openmpi with $n ranks failed: $(head -5 "$log.err")"
+			info "$peer with $n ranks failed: $(head -5 "$log.err")"
 		fi
 		for f in "$st"/relay-*.pid; do
 			[ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null || true

@@ -189,7 +189,9 @@ static void peer_text(int fd, char *buf, size_t n)
  * on the bench machine (bench/allreduce, 2 cores) the receive copies cost
  * 1.5-2x as much per byte, and 16 MiB all-reduces were 36% (2 ranks) and 49%
  * (4 ranks) slower than with the fixed buffer. A megabyte in flight still
- * fills a 40 Gb/s link with up to 200 us round trips.
+ * fills a 40 Gb/s link with up to 200 us round trips (the kernel caps the
+ * request at net.core.wmem_max, 208K on many distributions: 416K in flight,
+ * 80 us).
  */
 static void tune_socket(const struct mr_ring *r, int fd, bool data)
 {
