@@ -6,8 +6,7 @@
 #   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
 #       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
 #       [--peers ours,openmpi,meshrun-mpi,gloo,tcp-raw] [--conns 1] [--no-deps]
-#       [--no-build]
-#       [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
+#       [--no-build] [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
 # network namespaces mrb-r0..mrb-r<n-1> with one rank each; neighbours are
@@ -330,7 +329,7 @@ run_peer_inner() { # peer n
 	info "n=$n pass $pass: $peer"
 	case $peer in
 	ours) MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
-	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" --sndbuf "${ring_sndbuf:-512K}" ;;
+	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" ${ring_sndbuf:+--sndbuf "$ring_sndbuf"} ;;
 	gloo)
 		local store=$out/logs/gloo-store-n$n-p$pass r status=0 s
 		rm -rf "$store"; mkdir -p "$store"
@@ -383,7 +382,11 @@ port=$port_base
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns"
 	echo "tcp congestion control: ours and tcp-raw ${ring_cc:-reno}; openmpi and gloo: ${sys_cc:-the system default, $(cat /proc/sys/net/ipv4/tcp_congestion_control)}; nice: $nice_n"
-	echo "send buffer of ours and tcp-raw: ${ring_sndbuf:-512K} (kernel: twice that, at most net.core.wmem_max $(cat /proc/sys/net/core/wmem_max)); openmpi and gloo: their own choice"
+	if [ "$ring_sndbuf" = system ]; then
+		echo "send buffer of ours and tcp-raw: autotuned by the kernel; openmpi and gloo: their own choice"
+	else
+		echo "send buffer of ours and tcp-raw: ${ring_sndbuf:-512K, the default} (kernel: twice that, at most net.core.wmem_max $(cat /proc/sys/net/core/wmem_max)); openmpi and gloo: their own choice"
+	fi
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	mpirun --version 2>/dev/null | head -1 || true
 	dpkg-query -W -f='gloo: ${Version}\n' libgloo-dev 2>/dev/null || true
