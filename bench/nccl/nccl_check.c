@@ -168,6 +168,13 @@ static int lib_failed(struct ctx *c)
 	return -1;
 }
 
+/* This rank's input of count elements: filled in h, copied to device buffer d. */
+static int upload(struct ctx *c, enum meshrun_dtype dt, void *h, void *d, size_t count)
+{
+	fill(dt, h, count, c->rank);
+	return cuda_ok(c, c->cu.Memcpy(d, h, count * meshrun_dtype_size(dt), H2D), "cudaMemcpy to device");
+}
+
 /* Every check for one dtype and count; buffers of at least size*count elements. */
 static int check_one(struct ctx *c, enum meshrun_dtype dt, size_t count, void *d1, void *d2, void *h)
 {
@@ -175,8 +182,7 @@ static int check_one(struct ctx *c, enum meshrun_dtype dt, size_t count, void *d
 	size_t n = (size_t)c->size;
 
 	c->what = "all_sum in place";
-	fill(dt, h, count, c->rank);
-	if (cuda_ok(c, c->cu.Memcpy(d1, h, bytes, H2D), "cudaMemcpy to device") < 0)
+	if (upload(c, dt, h, d1, count) < 0)
 		return -1;
 	if (meshrun_all_sum(c->g, d1, d1, count, dt, &c->err) < 0)
 		return lib_failed(c);
@@ -184,8 +190,7 @@ static int check_one(struct ctx *c, enum meshrun_dtype dt, size_t count, void *d
 		return -1;
 
 	c->what = "all_sum out of place";
-	fill(dt, h, count, c->rank);
-	if (cuda_ok(c, c->cu.Memcpy(d1, h, bytes, H2D), "cudaMemcpy to device") < 0)
+	if (upload(c, dt, h, d1, count) < 0)
 		return -1;
 	if (meshrun_all_sum(c->g, d1, d2, count, dt, &c->err) < 0)
 		return lib_failed(c);
@@ -210,8 +215,7 @@ static int check_one(struct ctx *c, enum meshrun_dtype dt, size_t count, void *d
 	/* sum_scatter: every rank sends n blocks of count, block b of rank r
 	 * holding val(r, b*count + i); rank k gets block k summed */
 	c->what = "sum_scatter";
-	fill(dt, h, count * n, c->rank);
-	if (cuda_ok(c, c->cu.Memcpy(d2, h, bytes * n, H2D), "cudaMemcpy to device") < 0)
+	if (upload(c, dt, h, d2, count * n) < 0)
 		return -1;
 	if (meshrun_sum_scatter(c->g, d2, d1, count, dt, &c->err) < 0)
 		return lib_failed(c);
