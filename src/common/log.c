@@ -1,3 +1,6 @@
+/*
+ * log.c - common/log: the tagged "[LEVEL] ..." lines of the tools (log.h).
+ */
 #include "common/compat.h"
 #include "common/log.h"
 
@@ -30,25 +33,51 @@ void mr_log_set_stream(FILE *f)
 	log_stream = f;
 }
 
-void mr_log_emit(int level, const char *fmt, ...)
+int mr_log_color_for(FILE *f)
+{
+	return isatty(fileno(f)) && !getenv("NO_COLOR");
+}
+
+void mr_log_vprint(FILE *f, int color, int level, const char *fmt, va_list ap)
 {
 	static const char *tags[] = { "ERROR", "WARN", "INFO", "DEBUG" };
 	static const char *colors[] = { "\033[31m", "\033[33m", "\033[32m", "\033[36m" };
-	FILE *f = log_stream ? log_stream : stderr;
 	char line[4096];
+
+	if (level != MR_LOG_PLAIN && (level < 0 || level > MR_LOG_DEBUG))
+		level = MR_LOG_ERROR;
+	if (color < 0)
+		color = mr_log_color_for(f);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	/* One fprintf per line: lines from concurrent writers stay whole. */
+	if (level == MR_LOG_PLAIN)
+		fprintf(f, "%s\n", line);
+	else if (color)
+		fprintf(f, "%s[%s]\033[0m %s\n", colors[level], tags[level], line);
+	else
+		fprintf(f, "[%s] %s\n", tags[level], line);
+	fflush(f);
+}
+
+void mr_log_print(FILE *f, int color, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	mr_log_vprint(f, color, level, fmt, ap);
+	va_end(ap);
+}
+
+void mr_log_emit(int level, const char *fmt, ...)
+{
+	FILE *f = log_stream ? log_stream : stderr;
 	va_list ap;
 
 	if (level < 0 || level > MR_LOG_DEBUG)
 		level = MR_LOG_ERROR;
 	if (log_color < 0)
-		log_color = f == stderr && isatty(STDERR_FILENO) && !getenv("NO_COLOR");
+		log_color = f == stderr && mr_log_color_for(stderr);
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	mr_log_vprint(f, log_color, level, fmt, ap);
 	va_end(ap);
-	/* One fprintf per line: lines from concurrent writers stay whole. */
-	if (log_color)
-		fprintf(f, "%s[%s]\033[0m %s\n", colors[level], tags[level], line);
-	else
-		fprintf(f, "[%s] %s\n", tags[level], line);
-	fflush(f);
 }

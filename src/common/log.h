@@ -13,6 +13,8 @@
 #include "common/compat.h"
 
 enum mr_log_level { MR_LOG_ERROR = 0, MR_LOG_WARN, MR_LOG_INFO, MR_LOG_DEBUG };
+/* For mr_log_vprint(): the line as it is, no tag (a verdict, commands to type). */
+#define MR_LOG_PLAIN (-1)
 
 extern int mr_log_level;
 
@@ -23,6 +25,16 @@ void mr_log_set_color(int on);
 /* Redirect log output (default stderr); tests use this. */
 void mr_log_set_stream(FILE *f);
 void mr_log_emit(int level, const char *fmt, ...) MR_PRINTF(2, 3);
+/*
+ * The line mr_log_emit() writes, to any stream and with no level check: for a tool
+ * that logs to a stream of its own (meshconfig's err, which tests capture).
+ * color: 1, 0, or -1 for mr_log_color_for(f). level: MR_LOG_* or MR_LOG_PLAIN.
+ */
+void mr_log_vprint(FILE *f, int color, int level, const char *fmt, va_list ap)
+	MR_PRINTF(4, 0);
+void mr_log_print(FILE *f, int color, int level, const char *fmt, ...) MR_PRINTF(4, 5);
+/* isatty(fileno(f)) && NO_COLOR unset. */
+int mr_log_color_for(FILE *f);
 
 #define mr_log(lvl, ...)                                                      \
 	do {                                                                  \

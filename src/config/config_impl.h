@@ -1,10 +1,15 @@
 /*
  * config_impl.h - what the files of src/config share (not for other modules).
  *
- *   run.c     the steps in order, ssh check, ethernet path, hostfile output
+ *   run.c     the steps in order, ssh check, ethernet path, the hal to use
  *   tb.c      the thunderbolt path: discovery batch -> topo -> verdict, plan, hostfile
  *   setup.c   setup commands from a plan: build (checked), print, apply, verify
  *   sim.c     --simulate: the replay hal and the fixture's host list
+ *   png.c     --png: dot run on the DOT text
+ *   ctx.c     the bottom: messages, step line, commands, addresses, hostfile output
+ *
+ * Calls go down the list's order only: run.c -> tb.c -> setup.c -> ctx.c (sim.c and
+ * png.c are leaves); ctx.c calls no other file of the module.
  *
  * Ownership: struct cfg_run owns hosts[] and everything in it; cfg_run_release()
  * frees it. The hal, the options and the streams are the caller's.
@@ -40,7 +45,10 @@ struct cfg_run {
 	struct mr_progress pg;  /* the step line on a terminal (not with --verbose) */
 };
 
-/* Messages: "[WARN] ...", "[ERROR] ...", "[INFO] ..." (info only with --verbose). */
+/* ---- ctx.c -------------------------------------------------------------------- */
+
+/* Messages: common/log's "[WARN] ...", "[ERROR] ...", "[INFO] ..." lines on c->err
+ * (info only with --verbose). */
 void cfg_warn(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
 void cfg_error(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
 void cfg_info(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
@@ -50,9 +58,6 @@ void cfg_say(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
 void cfg_step(struct cfg_run *c, const char *what);
 void cfg_step_done(struct cfg_run *c, const char *fmt, ...) MR_PRINTF(2, 3);
 
-/* --png: run `dot -Tpng -o path` (no shell) with the DOT text on its stdin (png.c). */
-int cfg_render_png(const struct mr_buf *dot, const char *path, struct meshrun_err *err);
-
 /* Fill a command for host with argv (which must outlive the run). */
 void cfg_cmd(struct cfg_run *c, struct mr_hal_cmd *cmd, const char *host, char *const *argv);
 /* mr_hal_run() on c->hal; on a terminal the step line counts hosts as the last
@@ -61,9 +66,8 @@ int cfg_hal_run(struct cfg_run *c, struct mr_hal_cmd *cmds, size_t n, struct mes
 /* mr_hal_cmd_release() on n commands. */
 void cfg_cmds_release(struct mr_hal_cmd *cmds, size_t n);
 
-/* Strict checks for remote-derived values before they go into a command. */
-bool cfg_ifname_ok(const char *s);  /* [A-Za-z0-9][A-Za-z0-9_.-]{0,14} */
-bool cfg_ipv4_ok(const char *s);    /* dotted quad that inet_pton accepts */
+/* Remote-derived values are checked with common/shquote.h's mr_is_ifname() and
+ * mr_is_ipv4() before they go into a command. */
 /* The output's first line without surrounding blanks, into dst (NUL-terminated). */
 void cfg_first_line(const struct mr_buf *b, char *dst, size_t n);
 
@@ -82,7 +86,7 @@ struct mr_hostfile *cfg_hostfile_new(struct cfg_run *c, const char *backend);
 /* Write hf to --output-hostfile, or stdout. Returns an exit code. */
 int cfg_write_hostfile(struct cfg_run *c, const struct mr_hostfile *hf);
 
-/* setup.c */
+/* ---- setup.c ------------------------------------------------------------------ */
 struct mr_topo_plan;
 /*
  * The commands of host i as a person would type them ("sudo ifconfig ..."), one
@@ -98,8 +102,11 @@ int cfg_setup_lines(const struct mr_topo_plan *p, size_t i, const char *host,
  */
 int cfg_setup(struct cfg_run *c, const struct mr_topo_plan *p, bool apply);
 
-/* tb.c */
+/* ---- tb.c --------------------------------------------------------------------- */
 int cfg_thunderbolt(struct cfg_run *c);
+
+/* --png: run `dot -Tpng -o path` (no shell) with the DOT text on its stdin (png.c). */
+int cfg_render_png(const struct mr_buf *dot, const char *path, struct meshrun_err *err);
 
 /* sim.c: a replay hal answering from fixture folder dir (see sim.c). */
 int cfg_sim_hal(const char *dir, const struct mr_hal_opts *ho, struct mr_hal **out,

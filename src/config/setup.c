@@ -47,7 +47,7 @@ static bool word_ok(const char *w)
 	for (size_t i = 0; i < ARRAY_SIZE(keywords); i++)
 		if (!strcmp(w, keywords[i]))
 			return true;
-	return cfg_ifname_ok(w) || cfg_ipv4_ok(w);
+	return mr_is_ifname(w) || mr_is_ipv4(w);
 }
 
 /*
@@ -63,12 +63,12 @@ static int check_cmd(const char *host, char *const *argv, size_t argc, struct me
 					  host, k, argv[k]);
 	if (argc == 3 && !strcmp(argv[0], "ifconfig") && !strcmp(argv[2], "down"))
 		return 0;
-	if (argc == 6 && !strcmp(argv[0], "ifconfig") && cfg_ifname_ok(argv[1]) &&
-	    !strcmp(argv[2], "inet") && cfg_ipv4_ok(argv[3]) && !strcmp(argv[4], "netmask") &&
+	if (argc == 6 && !strcmp(argv[0], "ifconfig") && mr_is_ifname(argv[1]) &&
+	    !strcmp(argv[2], "inet") && mr_is_ipv4(argv[3]) && !strcmp(argv[4], "netmask") &&
 	    !strcmp(argv[5], netmask30))
 		return 0;
 	if (argc == 5 && !strcmp(argv[0], "route") && !strcmp(argv[1], "change") &&
-	    cfg_ipv4_ok(argv[2]) && !strcmp(argv[3], "-interface") && cfg_ifname_ok(argv[4]))
+	    mr_is_ipv4(argv[2]) && !strcmp(argv[3], "-interface") && mr_is_ifname(argv[4]))
 		return 0;
 	return mr_err_set(err, MESHRUN_E_INVAL, "%s: unexpected setup command '%s ...' (%zu words)",
 			  host, argc ? argv[0] : "", argc);
@@ -270,7 +270,7 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 			pg->peer = lk->host[1 - s];
 			pg->ifname = lk->ifname[s];
 			pg->peer_ip = lk->ip[1 - s];
-			if (!cfg_ifname_ok(pg->ifname) || !cfg_ipv4_ok(pg->peer_ip)) {
+			if (!mr_is_ifname(pg->ifname) || !mr_is_ipv4(pg->peer_ip)) {
 				cfg_error(c, "%s: refusing to ping '%.40s' through '%.40s'",
 					  c->hosts[pg->host].name, pg->peer_ip, pg->ifname);
 				rc = MR_CONFIG_EXIT_SETUP;
