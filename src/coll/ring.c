@@ -1,5 +1,6 @@
 /*
- * ring.c - the ring backend: environment, collectives on the data connections.
+ * coll/ring.c - the ring backend (not topo/ring.c, the ring search): environment,
+ * collectives on the data connections.
  *
  * All-reduce (see ring.h for the layout): every channel is a small state
  * machine (next packet to send / to receive, bytes done of each) and all
@@ -26,36 +27,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-void mr_ring_log(const struct mr_ring *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!r->verbose)
-		return;
-	int saved = errno;
-	fprintf(stderr, "[ring] rank %d: ", r->rank);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	errno = saved;
-}
-
-const char *mr_ring_peer_addr(const struct mr_ring *r, int rank)
-{
-	return MR_RING_ADDR(&r->hosts, rank, 0)->text;
-}
-
-ssize_t mr_ring_send_some(int fd, const void *buf, size_t len)
-{
-	ssize_t n;
-
-	do
-		n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	return n;
-}
 
 /* Size of r->tmp: a packet buffer per channel (reduce-scatter receives), also
  * the scratch buffer of the small all-reduce. */

@@ -1,6 +1,14 @@
 /*
  * ring_impl.h - state shared by the ring backend's files (not a public contract).
  *
+ *   ring.c       the ops: init/release, the collectives on the data connections
+ *   ring_plan.c  the layout of an all-reduce (blocks, slices, packets; ring.h)
+ *   ring_conn.c  connection setup: listen, connect, accept, hello exchange
+ *   ring_p2p.c   the progress thread: control lanes, point-to-point, aborts
+ *   ring_io.c    the bottom: log line, peer address text, non-blocking send
+ *
+ * Calls go down: ring.c -> ring_conn.c / ring_p2p.c -> ring_io.c.
+ *
  * Threads: the caller's thread runs the collectives on the data connections
  * (left[i], right[i]); one progress thread owns the two control lanes (to the
  * left and right neighbour): heartbeats, point-to-point messages (delivered
@@ -85,7 +93,7 @@ struct mr_ring {
 	struct mr_msg *mbox_head, *mbox_tail;
 };
 
-/* "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
+/* ring_io.c: "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
 const char *mr_ring_peer_addr(const struct mr_ring *r, int rank);
 void mr_ring_log(const struct mr_ring *r, const char *fmt, ...) MR_PRINTF(2, 3);
 
@@ -105,7 +113,7 @@ int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ..
 	MR_PRINTF(3, 4);
 /* If failed, copy the message to err and return MESHRUN_E_PEER; else 0. */
 int mr_ring_check_failed(struct mr_ring *r, struct meshrun_err *err);
-/* Send with MSG_NOSIGNAL, retrying on EINTR; -1/errno like send(2). */
+/* ring_io.c: send with MSG_NOSIGNAL, retrying on EINTR; -1/errno like send(2). */
 ssize_t mr_ring_send_some(int fd, const void *buf, size_t len);
 
 #endif

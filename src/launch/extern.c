@@ -1,10 +1,11 @@
 /*
- * extern.c - run a job under srun or Open MPI's mpirun (see extern.h).
+ * launch/extern.c - run a job under srun or Open MPI's mpirun (see extern.h).
  */
 #include "common/compat.h"
 #include "launch/extern.h"
 #include "launch/launch.h"
 #include "launch/supervise.h"
+#include "hal/hal.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
@@ -86,14 +87,14 @@ int mr_launch_slurm_hosts(const struct mr_hostfile *hf, const char *self, struct
 		const char *h = hf->hosts[i].ssh;
 		bool seen = false;
 
-		if (mr_launch_host_is_local(h))
+		if (mr_hal_host_is_local(h))
 			h = self;
 		if (mr_buf_printf(hostfile, "%s\n", h) < 0)
 			return -1;
 		for (size_t k = 0; k < i && !seen; k++) {
 			const char *o = hf->hosts[k].ssh;
 
-			seen = !strcmp(mr_launch_host_is_local(o) ? self : o, h);
+			seen = !strcmp(mr_hal_host_is_local(o) ? self : o, h);
 		}
 		if (!seen && mr_buf_printf(nodelist, "%s%s", nodelist->len ? "," : "", h) < 0)
 			return -1;

@@ -2,9 +2,18 @@
  * launch.h - meshrun, the launcher: options, the job plan, and the run.
  *
  *   main() -> mr_launch_parse(argc, argv, &o, &err)   the option table (opts.c)
- *          -> mr_launch_plan(&o, &plan, &err)          hosts, backend, env, command (opts.c)
+ *          -> mr_launch_plan(&o, &plan, &err)          hosts, backend, env, command (plan.c)
  *          -> mr_launch_run(&o, &plan)                 checks, files, spawn, supervise (run.c)
  *          -> exit code (below)
+ *
+ * The module's files (this header maps them; calls go down the list only):
+ *   main.c       the program: parse, plan, run, exit code
+ *   run.c        one job from plan to exit code over the hal (mr_launch_run)
+ *   plan.c       the job plan: hosts, backend, environment, command, token
+ *   extern.c     srun / mpirun as the launcher (extern.h)
+ *   supervise.c  the poll loop over the ranks: output, stdin, signals (supervise.h)
+ *   env.c        the ranks' environment per backend, the MLX contract (env.h)
+ *   opts.c       the option table: parsing, --help, the docs
  *
  * Exit codes (the contract in --help and docs/):
  *   0    every rank exited 0
@@ -77,17 +86,14 @@ void mr_launch_usage(FILE *f);
 /* The option table and --help text as documentation (common/optdoc.h). */
 struct mr_optdoc_cmd;
 const struct mr_optdoc_cmd *mr_launch_doc_cmd(void);
-/* The Python a ".py" command runs with: --python, else python3 on PATH. */
+/* The Python a ".py" command runs with: --python, else python3 on PATH (plan.c). */
 const char *mr_launch_python(const struct mr_launch_opts *o, char *buf, size_t n);
 
-/* Resolve hosts, backend, environment and command. Errors are MESHRUN_E_USAGE. */
+/* plan.c: resolve hosts, backend, environment and command (hosts that
+ * mr_hal_host_is_local() names run by fork/exec). Errors are MESHRUN_E_USAGE. */
 int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		   struct meshrun_err *err);
 void mr_launch_plan_release(struct mr_launch_plan *plan);
-
-/* True for the names the local backend serves: mr_hal_host_is_local (127.0.0.1,
- * localhost, ::1, our hostname). */
-bool mr_launch_host_is_local(const char *host);
 
 /* Run the job to its end; returns the exit code above. Prints its own errors. */
 int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan);
