@@ -1,5 +1,5 @@
 /*
- * ring_conn.c - connection setup of the ring backend.
+ * ring_conn.c - connection setup of the ring backend (ring_impl.h).
  *
  * Each rank listens on all its own addresses and, at the same time, connects
  * to every address of its right neighbour (one data connection per address,
@@ -209,224 +209,249 @@ static void tune_socket(const struct mr_ring *r, int fd, bool data)
 		mr_ring_log(r, "send buffer of %d bytes not set: %s (keeping the kernel's autotuning)", r->sndbuf, strerror(errno));
 }
 
-int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err)
-{
-	const int right = (r->rank + 1) % r->size;
-	const int left = (r->rank + r->size - 1) % r->size;
-	const unsigned nlanes = (unsigned)r->nconn + 1; /* data lanes + control lane */
-	int64_t deadline = mr_now_ms() + r->timeout_ms;
-	int *listeners = NULL;
-	struct pend *pend = NULL;
-	size_t npend = 0, cap = nlanes + MAX_PENDING_IN;
-	struct pollfd *pfd = NULL;
-	bool *have_in = NULL;
-	unsigned in_done = 0, out_done = 0;
-	int rc = 0;
+/* The state of one mr_ring_connect_all() call. */
+struct setup {
+	struct mr_ring *r;
+	int right, left;
+	unsigned nlanes;             /* data lanes + control lane */
+	int64_t deadline;
+	int *listeners;              /* one per own address (r->nconn) */
+	struct pend *pend;           /* the nlanes outgoing first, then incoming ones */
+	size_t npend, cap;
+	struct pollfd *pfd;          /* the listeners, then one per pend */
+	bool *have_in;               /* per incoming lane: connected already */
+	unsigned in_done, out_done;
+};
 
-	listeners = malloc((size_t)r->nconn * sizeof(*listeners));
-	pend = calloc(cap, sizeof(*pend));
-	pfd = calloc(cap + (size_t)r->nconn, sizeof(*pfd));
-	have_in = calloc(nlanes, sizeof(*have_in));
-	if (!listeners || !pend || !pfd || !have_in) {
-		rc = mr_err_set(err, MESHRUN_E_NOMEM, "ring setup: out of memory");
-		goto out;
-	}
-	for (int i = 0; i < r->nconn; i++)
-		listeners[i] = -1;
+/* Listen on every own address and start connecting every lane to the right. */
+static int setup_start(struct setup *s, struct meshrun_err *err)
+{
+	struct mr_ring *r = s->r;
+	int64_t now;
+	int rc;
+
+	s->listeners = malloc((size_t)r->nconn * sizeof(*s->listeners));
+	s->pend = calloc(s->cap, sizeof(*s->pend));
+	s->pfd = calloc(s->cap + (size_t)r->nconn, sizeof(*s->pfd));
+	s->have_in = calloc(s->nlanes, sizeof(*s->have_in));
+	for (int i = 0; s->listeners && i < r->nconn; i++)
+		s->listeners[i] = -1; /* before any return: setup_release() closes them */
+	if (!s->listeners || !s->pend || !s->pfd || !s->have_in)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "ring setup: out of memory");
 	for (int i = 0; i < r->nconn; i++) {
 		rc = open_listener(MR_RING_ADDR(&r->hosts, r->rank, i), err);
 		if (rc < 0) {
 			mr_err_prefix(err, "rank %d", r->rank);
-			goto out;
+			return rc;
 		}
-		listeners[i] = rc;
-		rc = 0;
+		s->listeners[i] = rc;
 	}
-	int64_t now = mr_now_ms();
-	for (unsigned l = 0; l < nlanes; l++) {
-		struct pend *p = &pend[npend++];
+	now = mr_now_ms();
+	for (unsigned l = 0; l < s->nlanes; l++) {
+		struct pend *p = &s->pend[s->npend++];
 		p->fd = -1;
 		p->outgoing = true;
 		p->lane = l < (unsigned)r->nconn ? l : MR_LANE_P2P;
-		p->addr = MR_RING_ADDR(&r->hosts, right, l < (unsigned)r->nconn ? l : 0);
+		p->addr = MR_RING_ADDR(&r->hosts, s->right, l < (unsigned)r->nconn ? l : 0);
 		p->backoff = 20;
 		hello_prepare(r, p, p->lane);
 		start_connect(p, now);
 	}
-	mr_ring_log(r, "listening on %d address(es), connecting to rank %d at %s", r->nconn, right,
-		    pend[0].addr->text);
+	mr_ring_log(r, "listening on %d address(es), connecting to rank %d at %s", r->nconn, s->right,
+		    s->pend[0].addr->text);
+	return 0;
+}
 
-	while (in_done < nlanes || out_done < nlanes) {
-		size_t np = 0;
-		int timeout = mr_ms_left(deadline);
-		now = mr_now_ms();
-		if (timeout == 0)
-			break;
-		for (int i = 0; i < r->nconn; i++) {
-			pfd[np].fd = in_done < nlanes ? listeners[i] : -1;
-			pfd[np].events = POLLIN;
-			pfd[np].revents = 0;
-			np++;
+/* Wait (at most timeout ms, less for a retry due) for the listeners and the pending. */
+static int setup_poll(struct setup *s, int timeout, struct meshrun_err *err)
+{
+	struct mr_ring *r = s->r;
+	int64_t now = mr_now_ms();
+	size_t np = 0;
+
+	for (int i = 0; i < r->nconn; i++) {
+		s->pfd[np].fd = s->in_done < s->nlanes ? s->listeners[i] : -1;
+		s->pfd[np].events = POLLIN;
+		s->pfd[np].revents = 0;
+		np++;
+	}
+	for (size_t i = 0; i < s->npend; i++) {
+		struct pend *p = &s->pend[i];
+		s->pfd[np].fd = -1;
+		s->pfd[np].events = 0;
+		s->pfd[np].revents = 0;
+		if (p->state == P_WAIT) {
+			timeout = (int)MR_MIN((int64_t)timeout, MR_MAX(p->retry_at - now, (int64_t)0));
+		} else if (p->state == P_CONNECTING || p->state == P_SEND) {
+			s->pfd[np].fd = p->fd;
+			s->pfd[np].events = POLLOUT;
+		} else if (p->state == P_RECV) {
+			s->pfd[np].fd = p->fd;
+			s->pfd[np].events = POLLIN;
 		}
-		for (size_t i = 0; i < npend; i++) {
-			struct pend *p = &pend[i];
-			pfd[np].fd = -1;
-			pfd[np].events = 0;
-			pfd[np].revents = 0;
-			if (p->state == P_WAIT) {
-				timeout = (int)MR_MIN((int64_t)timeout, MR_MAX(p->retry_at - now, (int64_t)0));
-			} else if (p->state == P_CONNECTING || p->state == P_SEND) {
-				pfd[np].fd = p->fd;
-				pfd[np].events = POLLOUT;
-			} else if (p->state == P_RECV) {
-				pfd[np].fd = p->fd;
-				pfd[np].events = POLLIN;
-			}
-			np++;
-		}
-		if (poll(pfd, np, timeout) < 0 && errno != EINTR) {
-			rc = mr_err_sys(err, "rank %d: poll during ring setup", r->rank);
-			goto out;
-		}
-		now = mr_now_ms();
-		/* new incoming connections */
-		for (int i = 0; i < r->nconn; i++) {
-			if (!(pfd[i].revents & POLLIN))
-				continue;
-			for (;;) {
-				int fd = accept4(listeners[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-				if (fd < 0)
+		np++;
+	}
+	if (poll(s->pfd, np, timeout) < 0 && errno != EINTR)
+		return mr_err_sys(err, "rank %d: poll during ring setup", r->rank);
+	return 0;
+}
+
+/* Accept the new incoming connections into free pend slots (P_RECV: hello first). */
+static void setup_accept(struct setup *s)
+{
+	struct mr_ring *r = s->r;
+
+	for (int i = 0; i < r->nconn; i++) {
+		if (!(s->pfd[i].revents & POLLIN))
+			continue;
+		for (;;) {
+			int fd = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (fd < 0)
+				break;
+			size_t slot = s->npend;
+			for (size_t k = s->nlanes; k < s->npend; k++)
+				if (s->pend[k].state == P_DEAD) {
+					slot = k;
 					break;
-				size_t slot = npend;
-				for (size_t k = nlanes; k < npend; k++)
-					if (pend[k].state == P_DEAD) {
-						slot = k;
-						break;
-					}
-				if (slot == cap) {
-					char who[96];
-					peer_text(fd, who, sizeof(who));
-					mr_ring_log(r, "refused connection from %s: too many pending connections", who);
-					close(fd);
-					continue;
 				}
-				if (slot == npend)
-					npend++;
-				memset(&pend[slot], 0, sizeof(pend[slot]));
-				pend[slot].fd = fd;
-				pend[slot].state = P_RECV;
-			}
-		}
-		for (size_t i = 0; i < npend; i++) {
-			struct pend *p = &pend[i];
-			struct meshrun_err e = MESHRUN_ERR_INIT;
-			int st;
-
-			if (p->outgoing && p->state == P_WAIT && now >= p->retry_at) {
-				start_connect(p, now);
-				continue;
-			}
-			if (p->state == P_CONNECTING) {
-				int soerr = 0;
-				socklen_t sl = sizeof(soerr);
-				if (!(pfd[r->nconn + (int)i].revents & (POLLOUT | POLLERR | POLLHUP)))
-					continue;
-				getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-				if (soerr) {
-					retry_later(p, soerr, now);
-					continue;
-				}
-				p->state = P_SEND;
-			}
-			if (p->state == P_SEND) {
-				st = write_hello(p, &e);
-				if (st < 0 && p->outgoing) {
-					retry_later(p, e.sys_errno ? e.sys_errno : EPIPE, now);
-					continue;
-				}
-				if (st == 0)
-					continue;
-				if (st > 0 && !p->outgoing) { /* our answer is out: incoming lane done */
-					if (st > 0) {
-						unsigned lane = p->hello.lane == MR_LANE_P2P ? (unsigned)r->nconn : p->hello.lane;
-						if (lane < (unsigned)r->nconn)
-							r->left[lane] = p->fd;
-						else
-							r->lane[MR_LANE_LEFT].fd = p->fd;
-						p->fd = -1;
-						p->state = P_DONE;
-						in_done++;
-					}
-					continue;
-				}
-				if (st < 0) {
-					mr_close(&p->fd);
-					p->state = P_DEAD;
-					continue;
-				}
-				p->state = P_RECV;
-			}
-			if (p->state != P_RECV)
-				continue;
-			st = read_hello(p, &e);
-			if (st == 0)
-				continue;
-			if (st > 0) {
-				int want = p->outgoing ? right : left;
-				st = mr_hello_check(&p->hello, (uint32_t)want, (uint32_t)r->size,
-						    (uint32_t)r->nconn, r->token, r->token_len, &e);
-				if (st == 0 && p->outgoing && p->hello.lane != p->lane)
-					st = mr_err_set(&e, MESHRUN_E_PROTO, "answer for lane %u on lane %u", p->hello.lane, p->lane);
-				if (st == 0 && !p->outgoing) {
-					unsigned lane = p->hello.lane == MR_LANE_P2P ? (unsigned)r->nconn : p->hello.lane;
-					if (have_in[lane])
-						st = mr_err_set(&e, MESHRUN_E_PROTO, "lane %u is already connected", p->hello.lane);
-					else
-						have_in[lane] = true;
-				}
-			}
-			if (st < 0) {
+			if (slot == s->cap) {
 				char who[96];
-				peer_text(p->fd, who, sizeof(who));
-				if (p->outgoing) {
-					/* whoever listens at the neighbour's address is not it: fatal */
-					rc = mr_err_set(err, MESHRUN_E_PROTO, "rank %d: connection to rank %d at %s refused: %s", r->rank, right, p->addr->text, e.msg);
-					goto out;
-				}
-				mr_ring_log(r, "refused connection from %s: %s", who, e.msg);
-				mr_close(&p->fd);
-				p->state = P_DEAD;
+				peer_text(fd, who, sizeof(who));
+				mr_ring_log(r, "refused connection from %s: too many pending connections", who);
+				close(fd);
 				continue;
 			}
-			if (p->outgoing) {
-				if (p->lane == MR_LANE_P2P)
-					r->lane[MR_LANE_RIGHT].fd = p->fd;
-				else
-					r->right[p->lane] = p->fd;
-				p->fd = -1;
-				p->state = P_DONE;
-				out_done++;
-			} else {
-				hello_prepare(r, p, p->hello.lane);
-				p->state = P_SEND;
-				i--; /* write the answer right away */
-			}
+			if (slot == s->npend)
+				s->npend++;
+			memset(&s->pend[slot], 0, sizeof(s->pend[slot]));
+			s->pend[slot].fd = fd;
+			s->pend[slot].state = P_RECV;
 		}
 	}
-	if (out_done < nlanes) {
+}
+
+/* The peer's complete hello: the rank, size, token and lane we expect? */
+static int check_hello(struct setup *s, struct pend *p, struct meshrun_err *e)
+{
+	struct mr_ring *r = s->r;
+	int want = p->outgoing ? s->right : s->left;
+	int st = mr_hello_check(&p->hello, (uint32_t)want, (uint32_t)r->size, (uint32_t)r->nconn,
+				r->token, r->token_len, e);
+
+	if (st == 0 && p->outgoing && p->hello.lane != p->lane)
+		st = mr_err_set(e, MESHRUN_E_PROTO, "answer for lane %u on lane %u", p->hello.lane, p->lane);
+	if (st == 0 && !p->outgoing) {
+		unsigned lane = p->hello.lane == MR_LANE_P2P ? (unsigned)r->nconn : p->hello.lane;
+		if (s->have_in[lane])
+			st = mr_err_set(e, MESHRUN_E_PROTO, "lane %u is already connected", p->hello.lane);
+		else
+			s->have_in[lane] = true;
+	}
+	return st;
+}
+
+/*
+ * Advance pend[i] as far as it goes without waiting: connect (outgoing), hellos
+ * both ways, then its fd becomes a lane of r. A refused incoming connection is
+ * closed and logged; < 0 (err) only when the neighbour's address answers wrong.
+ */
+static int setup_step_pending(struct setup *s, size_t i, int64_t now, struct meshrun_err *err)
+{
+	struct mr_ring *r = s->r;
+	struct pend *p = &s->pend[i];
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	int st;
+
+	if (p->outgoing && p->state == P_WAIT && now >= p->retry_at) {
+		start_connect(p, now);
+		return 0;
+	}
+	if (p->state == P_CONNECTING) {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		if (!(s->pfd[(size_t)r->nconn + i].revents & (POLLOUT | POLLERR | POLLHUP)))
+			return 0;
+		getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		if (soerr) {
+			retry_later(p, soerr, now);
+			return 0;
+		}
+		p->state = P_SEND;
+	}
+	if (p->state == P_SEND) {
+		st = write_hello(p, &e);
+		if (st < 0 && p->outgoing) {
+			retry_later(p, e.sys_errno ? e.sys_errno : EPIPE, now);
+			return 0;
+		}
+		if (st == 0)
+			return 0;
+		if (st > 0 && !p->outgoing) { /* our answer is out: incoming lane done */
+			unsigned lane = p->hello.lane == MR_LANE_P2P ? (unsigned)r->nconn : p->hello.lane;
+			if (lane < (unsigned)r->nconn)
+				r->left[lane] = p->fd;
+			else
+				r->lane[MR_LANE_LEFT].fd = p->fd;
+			p->fd = -1;
+			p->state = P_DONE;
+			s->in_done++;
+			return 0;
+		}
+		if (st < 0) {
+			mr_close(&p->fd);
+			p->state = P_DEAD;
+			return 0;
+		}
+		p->state = P_RECV;
+	}
+	if (p->state != P_RECV)
+		return 0;
+	st = read_hello(p, &e);
+	if (st == 0)
+		return 0;
+	if (st > 0)
+		st = check_hello(s, p, &e);
+	if (st < 0) {
+		char who[96];
+		peer_text(p->fd, who, sizeof(who));
+		if (p->outgoing) /* whoever listens at the neighbour's address is not it: fatal */
+			return mr_err_set(err, MESHRUN_E_PROTO, "rank %d: connection to rank %d at %s refused: %s", r->rank, s->right, p->addr->text, e.msg);
+		mr_ring_log(r, "refused connection from %s: %s", who, e.msg);
+		mr_close(&p->fd);
+		p->state = P_DEAD;
+		return 0;
+	}
+	if (p->outgoing) {
+		if (p->lane == MR_LANE_P2P)
+			r->lane[MR_LANE_RIGHT].fd = p->fd;
+		else
+			r->right[p->lane] = p->fd;
+		p->fd = -1;
+		p->state = P_DONE;
+		s->out_done++;
+		return 0;
+	}
+	hello_prepare(r, p, p->hello.lane);
+	p->state = P_SEND;
+	return setup_step_pending(s, i, now, err); /* write the answer right away */
+}
+
+/* Every lane connected both ways (else the error naming the neighbour): tune them. */
+static int setup_finish(struct setup *s, struct meshrun_err *err)
+{
+	struct mr_ring *r = s->r;
+
+	if (s->out_done < s->nlanes) {
 		const struct pend *p = NULL;
-		for (unsigned l = 0; l < nlanes; l++)
-			if (pend[l].state != P_DONE)
-				p = &pend[l];
-		rc = mr_err_errno(err, p && p->last_errno ? p->last_errno : ETIMEDOUT, MESHRUN_E_CONNECT,
-				  "rank %d: could not connect to rank %d at %s within %lld ms", r->rank,
-				  right, p ? p->addr->text : "?", (long long)r->timeout_ms);
-		goto out;
+		for (unsigned l = 0; l < s->nlanes; l++)
+			if (s->pend[l].state != P_DONE)
+				p = &s->pend[l];
+		return mr_err_errno(err, p && p->last_errno ? p->last_errno : ETIMEDOUT, MESHRUN_E_CONNECT,
+				    "rank %d: could not connect to rank %d at %s within %lld ms", r->rank,
+				    s->right, p ? p->addr->text : "?", (long long)r->timeout_ms);
 	}
-	if (in_done < nlanes) {
-		rc = mr_err_set(err, MESHRUN_E_CONNECT, "rank %d: rank %d (%s) did not connect within %lld ms (%u of %u connections)", r->rank, left, mr_ring_peer_addr(r, left), (long long)r->timeout_ms, in_done, nlanes);
-		goto out;
-	}
+	if (s->in_done < s->nlanes)
+		return mr_err_set(err, MESHRUN_E_CONNECT, "rank %d: rank %d (%s) did not connect within %lld ms (%u of %u connections)", r->rank, s->left, mr_ring_peer_addr(r, s->left), (long long)r->timeout_ms, s->in_done, s->nlanes);
 	for (int i = 0; i < r->nconn; i++) {
 		tune_socket(r, r->left[i], true);
 		tune_socket(r, r->right[i], true);
@@ -443,17 +468,54 @@ int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err)
 		getsockopt(r->left[0], SOL_SOCKET, SO_SNDBUF, &sb, &sl);
 		mr_ring_log(r, "data connections use TCP congestion control '%s', send buffer %d bytes (%s)", cc, sb, r->sndbuf > 0 ? "fixed" : "autotuned");
 	}
-	r->lane[MR_LANE_LEFT].peer = left;
-	r->lane[MR_LANE_RIGHT].peer = right;
+	r->lane[MR_LANE_LEFT].peer = s->left;
+	r->lane[MR_LANE_RIGHT].peer = s->right;
 	mr_ring_log(r, "connected: %d data connection(s) each way plus control lanes", r->nconn);
-out:
-	for (size_t i = 0; pend && i < npend; i++)
-		mr_close(&pend[i].fd);
-	for (int i = 0; listeners && i < r->nconn; i++)
-		mr_close(&listeners[i]);
-	free(have_in);
-	free(pfd);
-	free(pend);
-	free(listeners);
+	return 0;
+}
+
+static void setup_release(struct setup *s)
+{
+	for (size_t i = 0; s->pend && i < s->npend; i++)
+		mr_close(&s->pend[i].fd);
+	for (int i = 0; s->listeners && i < s->r->nconn; i++)
+		mr_close(&s->listeners[i]);
+	free(s->have_in);
+	free(s->pfd);
+	free(s->pend);
+	free(s->listeners);
+}
+
+/* start -> (poll -> accept -> step every pending) until all lanes are up -> finish */
+int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err)
+{
+	struct setup s = {
+		.r = r,
+		.right = (r->rank + 1) % r->size,
+		.left = (r->rank + r->size - 1) % r->size,
+		.nlanes = (unsigned)r->nconn + 1,
+		.deadline = mr_now_ms() + r->timeout_ms,
+	};
+	int rc;
+
+	s.cap = s.nlanes + MAX_PENDING_IN;
+	rc = setup_start(&s, err);
+	while (rc == 0 && (s.in_done < s.nlanes || s.out_done < s.nlanes)) {
+		int timeout = mr_ms_left(s.deadline);
+		int64_t now;
+
+		if (timeout == 0)
+			break;
+		rc = setup_poll(&s, timeout, err);
+		if (rc < 0)
+			break;
+		now = mr_now_ms();
+		setup_accept(&s);
+		for (size_t i = 0; i < s.npend && rc == 0; i++)
+			rc = setup_step_pending(&s, i, now, err);
+	}
+	if (rc == 0)
+		rc = setup_finish(&s, err);
+	setup_release(&s);
 	return rc;
 }

@@ -2,7 +2,8 @@
  * hal_impl.h - what a hal backend implements, and the parts every backend shares.
  * Internal to src/hal: nothing outside this folder includes it.
  *
- * How a backend is written (local.c, ssh.c, replay.c):
+ * How a backend is written (local.c, ssh.c, replay.c; the ssh backend is split in
+ * ssh.c, ssh_chan.c and ssh_conn.c, mapped by ssh_impl.h):
  *
  *   struct ssh_hal {                 struct ssh_proc {
  *           struct mr_hal base;              struct mr_proc base;

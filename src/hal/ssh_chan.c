@@ -1,0 +1,589 @@
+/*
+ * ssh_chan.c - the ssh backend's channels (ssh_impl.h): every command is a job,
+ * a channel on its host's connection, stepped through S_WAIT .. S_FREE (OpenSSH's
+ * channels.c). Quirks of libssh2 this relies on:
+ *
+ *  - BAD_USE (-39): a call that returns EAGAIN after sending part of a packet
+ *    must be repeated, and nothing else may send on that connection meanwhile.
+ *    conn->owner is the job whose call is pending; while it is set, only that
+ *    job touches the connection and it first repeats job->pending.
+ *  - Open one channel at a time per connection (conn->opener).
+ *  - Exit status: libssh2 1.10 reports 0 when none was received. A job counts
+ *    as exited only after remote EOF, libssh2_channel_close() and
+ *    libssh2_channel_wait_closed() == 0; then an exit signal means a signal,
+ *    otherwise the status is real. A transport error before that gives
+ *    MESHRUN_E_NOEXIT, never status 0.
+ */
+#include "common/compat.h"
+#include "hal/ssh_impl.h"
+#include "common/err.h"
+#include "common/timeutil.h"
+
+#include <inttypes.h>
+#include <signal.h>
+
+static const struct {
+	int sig;
+	const char *name;
+} sig_names[] = {
+	{ SIGHUP, "HUP" },     { SIGINT, "INT" },       { SIGQUIT, "QUIT" }, { SIGILL, "ILL" },
+	{ SIGTRAP, "TRAP" },   { SIGABRT, "ABRT" },     { SIGBUS, "BUS" },   { SIGFPE, "FPE" },
+	{ SIGKILL, "KILL" },   { SIGUSR1, "USR1" },     { SIGSEGV, "SEGV" }, { SIGUSR2, "USR2" },
+	{ SIGPIPE, "PIPE" },   { SIGALRM, "ALRM" },     { SIGTERM, "TERM" }, { SIGCHLD, "CHLD" },
+	{ SIGCONT, "CONT" },   { SIGSTOP, "STOP" },     { SIGTSTP, "TSTP" }, { SIGTTIN, "TTIN" },
+	{ SIGTTOU, "TTOU" },   { SIGURG, "URG" },       { SIGXCPU, "XCPU" }, { SIGXFSZ, "XFSZ" },
+	{ SIGVTALRM, "VTALRM" }, { SIGPROF, "PROF" },   { SIGWINCH, "WINCH" }, { SIGIO, "IO" },
+	{ SIGSYS, "SYS" },
+};
+
+const char *mr_ssh_sig_name(int sig)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(sig_names); i++)
+		if (sig_names[i].sig == sig)
+			return sig_names[i].name;
+	return NULL;
+}
+
+/* Signal names as sshd sends them ("TERM"; tolerate a "SIG" prefix). */
+static int sig_from_name(const char *name)
+{
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(sig_names); i++)
+		if (!strcmp(sig_names[i].name, name))
+			return sig_names[i].sig;
+	return 0;
+}
+
+void mr_ssh_job_free(struct job *j)
+{
+	free(j->cmdline);
+	mr_buf_release(&j->in);
+	mr_buf_release(&j->pre);
+	mr_buf_release(&j->pout);
+	mr_buf_release(&j->perr);
+	free(j);
+}
+
+void mr_ssh_job_link(struct conn *c, struct job *j, bool at_head)
+{
+	j->conn = c;
+	if (at_head) {
+		j->prev = NULL;
+		j->next = c->head;
+		if (c->head)
+			c->head->prev = j;
+		else
+			c->tail = j;
+		c->head = j;
+	} else {
+		j->next = NULL;
+		j->prev = c->tail;
+		if (c->tail)
+			c->tail->next = j;
+		else
+			c->head = j;
+		c->tail = j;
+	}
+}
+
+/* Take j out of its connection; free it unless a proc still holds it. */
+void mr_ssh_job_unlink(struct job *j)
+{
+	struct conn *c = j->conn;
+
+	if (c) {
+		if (j->prev)
+			j->prev->next = j->next;
+		else
+			c->head = j->next;
+		if (j->next)
+			j->next->prev = j->prev;
+		else
+			c->tail = j->prev;
+		if (c->opener == j)
+			c->opener = NULL;
+		if (c->owner == j)
+			c->owner = NULL;
+		if (c->watchdog == j)
+			c->watchdog = NULL;
+		if (j->ch)
+			c->nchan--;
+		j->ch = NULL; /* freed with the session if not freed already */
+		j->conn = NULL;
+		j->prev = j->next = NULL;
+	}
+	if (!j->proc)
+		mr_ssh_job_free(j);
+}
+
+struct job *mr_ssh_job_new(enum job_kind kind, const char *cmdline)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->kind = kind;
+	j->cmdline = strdup(cmdline);
+	if (!j->cmdline) {
+		free(j);
+		return NULL;
+	}
+	j->start_ms = mr_now_ms();
+	return j;
+}
+
+static int watchdog_line(struct conn *c, char op, long pgid);
+
+static int watchdog_line(struct conn *c, char op, long pgid)
+{
+	if (!c->watchdog || c->watchdog->in_closed)
+		return 0;
+	return mr_buf_printf(&c->watchdog->in, "%c%ld\n", op, pgid) < 0 ? MESHRUN_E_NOMEM : 0;
+}
+
+/* Record the result once (run: into its command; proc: kept for delivery). */
+static void job_result(struct job *j, int hal_rc, int status, int sig, const struct meshrun_err *err)
+{
+	if (j->done)
+		return;
+	j->done = true;
+	j->hal_rc = hal_rc;
+	j->status = status;
+	j->sig = sig;
+	if (err)
+		j->err = *err;
+	if (j->registered && j->conn) {
+		watchdog_line(j->conn, '-', j->pgid);
+		j->registered = false;
+	}
+	if (j->cmd) {
+		struct mr_hal_cmd *cmd = j->cmd;
+
+		cmd->hal_rc = hal_rc;
+		cmd->status = status;
+		cmd->signal = sig;
+		if (err && hal_rc < 0)
+			cmd->err = *err;
+		cmd->elapsed_ms = mr_now_ms() - j->start_ms;
+		j->cmd = NULL;
+		mr_hal_cmd_done(j->run_hal, cmd);
+	}
+}
+
+void mr_ssh_job_fail(struct job *j, int code, const char *fmt, ...)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	char msg[MESHRUN_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mr_err_set(&e, code, "%s", msg);
+	job_result(j, code, 0, 0, &e);
+}
+
+struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
+{
+	char line[96];
+	struct job *j;
+
+	snprintf(line, sizeof(line), "kill -%s -%ld 2>/dev/null; exit 0", mr_ssh_sig_name(sig), pgid);
+	j = mr_ssh_job_new(J_KILL, line);
+	if (!j)
+		return NULL;
+	j->in_closed = true;
+	mr_ssh_job_link(c, j, true); /* ahead of waiting commands: a kill must not queue behind them */
+	return j;
+}
+
+static void sink_out(struct job *j, const char *d, size_t n)
+{
+	if (j->kind == J_RUN && j->cmd)
+		mr_hal_append_capped(&j->cmd->out, d, n);
+	else if (j->kind == J_PROC)
+		mr_buf_append(&j->pout, d, n);
+}
+
+static void sink_err(struct job *j, const char *d, size_t n)
+{
+	if (j->kind == J_RUN && j->cmd)
+		mr_hal_append_capped(&j->cmd->errout, d, n);
+	else if (j->kind == J_PROC)
+		mr_buf_append(&j->perr, d, n);
+}
+
+static void got_pgid(struct job *j, long pgid)
+{
+	struct conn *c = j->conn;
+
+	j->pgid = pgid;
+	if (j->kind == J_RUN && j->done && c) /* timed out before we knew whom to kill */
+		mr_ssh_queue_kill(c, pgid, SIGKILL);
+	if (j->kind != J_PROC || !c)
+		return;
+	if (watchdog_line(c, '+', pgid) == 0 && c->watchdog)
+		j->registered = true;
+	if (j->pending_sig) {
+		mr_ssh_queue_kill(c, pgid, j->pending_sig);
+		j->pending_sig = 0;
+	}
+}
+
+/* stdout of a command: find and strip the marker line, pass the rest on. */
+static void job_stdout(struct job *j, const char *d, size_t n)
+{
+	const char *pre, *m, *nl, *digits;
+	long pgid = 0;
+
+	if (!j->want_pgid) {
+		sink_out(j, d, n);
+		return;
+	}
+	mr_buf_append(&j->pre, d, n);
+	pre = mr_buf_cstr(&j->pre);
+	m = memmem(pre, j->pre.len, PGID_MARKER, strlen(PGID_MARKER));
+	nl = m ? memchr(m, '\n', j->pre.len - (size_t)(m - pre)) : NULL;
+	if (!nl) {
+		if (j->pre.len > PGID_SCAN_MAX) { /* no marker: a strange login shell */
+			j->want_pgid = false;
+			sink_out(j, pre, j->pre.len);
+			mr_buf_release(&j->pre);
+		}
+		return;
+	}
+	for (digits = m + strlen(PGID_MARKER); digits < nl && *digits >= '0' && *digits <= '9'; digits++)
+		if (pgid < 100000000)
+			pgid = pgid * 10 + (*digits - '0');
+	j->want_pgid = false;
+	sink_out(j, pre, (size_t)(m - pre));
+	sink_out(j, nl + 1, j->pre.len - (size_t)(nl + 1 - pre));
+	mr_buf_release(&j->pre);
+	if (digits == nl && pgid > 1)
+		got_pgid(j, pgid);
+}
+
+/* The connection is gone: every job on it gets a result and is unlinked. */
+void mr_ssh_conn_fail(struct conn *c)
+{
+	bool was_ready = c->state == C_READY;
+
+	for (struct job *j = c->head, *next; j; j = next) {
+		next = j->next;
+		j->ch = NULL;
+		if (!j->done) {
+			if (was_ready && j->st > S_OPEN)
+				mr_ssh_job_fail(j, MESHRUN_E_NOEXIT, "%s: no exit status received", c->err.msg);
+			else
+				mr_ssh_job_fail(j, c->err.code == MESHRUN_E_NOEXIT ? MESHRUN_E_CONNECT : c->err.code,
+					 "%s", c->err.msg);
+		}
+		mr_ssh_job_unlink(j);
+	}
+	c->state = C_FAILED;
+	c->broken = c->stale = false;
+	mr_ssh_conn_teardown(c, false);
+}
+
+void mr_ssh_conn_free(struct conn *c)
+{
+	for (struct job *j = c->head, *next; j; j = next) {
+		next = j->next;
+		j->ch = NULL;
+		mr_ssh_job_unlink(j);
+	}
+	mr_ssh_conn_release(c);
+}
+
+/* After a call returned EAGAIN: does this job now own the outbound queue? */
+static void note_eagain(struct job *j, enum job_op op)
+{
+	struct conn *c = j->conn;
+
+	if (libssh2_session_block_directions(c->s) & LIBSSH2_SESSION_BLOCK_OUTBOUND) {
+		c->owner = j;
+		j->pending = op;
+	} else if (c->owner == j) {
+		c->owner = NULL;
+	}
+}
+
+static void note_done(struct job *j)
+{
+	if (j->conn->owner == j)
+		j->conn->owner = NULL;
+}
+
+/* A libssh2 error rc on this job's channel: the job or the whole connection fails. */
+static void job_ssh_error(struct job *j, int rc, const char *what)
+{
+	struct conn *c = j->conn;
+
+	if (mr_ssh_is_conn_error(rc)) {
+		mr_ssh_conn_set_err(c, MESHRUN_E_NOEXIT, "connection lost (%s: %s)", what, mr_ssh_errmsg(c->s, rc));
+		c->broken = true;
+		return;
+	}
+	mr_ssh_job_fail(j, j->st >= S_IO ? MESHRUN_E_NOEXIT : MESHRUN_E_EXEC, "'%s': %s: %s",
+		 c->cfg.alias, what, mr_ssh_errmsg(c->s, rc));
+	/* The channel stays with the session (freeing it could wait on the server). */
+	mr_ssh_job_unlink(j);
+}
+
+bool mr_ssh_job_throttled(const struct job *j, bool err)
+{
+	return j->kind == J_PROC && (err ? j->perr.len : j->pout.len) > PROC_PENDING_MAX;
+}
+
+/* Returns true on progress; may unlink (and free) j. */
+static bool job_io(struct job *j, bool *gone)
+{
+	struct conn *c = j->conn;
+	enum job_op start = c->owner == j ? j->pending : OP_WRITE;
+	bool progress = false;
+	char buf[READ_CHUNK];
+	ssize_t n;
+
+	if (start <= OP_WRITE && j->in.len) {
+		size_t len = j->write_len ? j->write_len : MR_MIN(j->in.len, (size_t)READ_CHUNK);
+
+		n = libssh2_channel_write(j->ch, j->in.p, len);
+		if (n == LIBSSH2_ERROR_EAGAIN) {
+			j->write_len = len;
+			note_eagain(j, OP_WRITE);
+			if (c->owner == j)
+				return progress;
+		} else if (n < 0) {
+			note_done(j);
+			job_ssh_error(j, (int)n, "write to stdin");
+			*gone = true;
+			return true;
+		} else {
+			note_done(j);
+			j->write_len = 0;
+			mr_buf_consume(&j->in, (size_t)n);
+			progress = true;
+		}
+	}
+	if (start <= OP_EOF && j->in_closed && !j->in.len && !j->eof_sent) {
+		int rc = libssh2_channel_send_eof(j->ch);
+
+		if (rc == LIBSSH2_ERROR_EAGAIN) {
+			note_eagain(j, OP_EOF);
+			if (c->owner == j)
+				return progress;
+		} else if (rc < 0) {
+			note_done(j);
+			job_ssh_error(j, rc, "send EOF");
+			*gone = true;
+			return true;
+		} else {
+			note_done(j);
+			j->eof_sent = true;
+			progress = true;
+		}
+	}
+	for (int stream = (start == OP_READ_ERR); stream < 2; stream++) {
+		if (mr_ssh_job_throttled(j, stream))
+			continue;
+		for (;;) {
+			n = stream ? libssh2_channel_read_stderr(j->ch, buf, sizeof(buf))
+				   : libssh2_channel_read(j->ch, buf, sizeof(buf));
+			if (n > 0) {
+				note_done(j);
+				if (stream)
+					sink_err(j, buf, (size_t)n);
+				else
+					job_stdout(j, buf, (size_t)n);
+				progress = true;
+				if (mr_ssh_job_throttled(j, stream))
+					break;
+				continue;
+			}
+			if (n == LIBSSH2_ERROR_EAGAIN) {
+				note_eagain(j, stream ? OP_READ_ERR : OP_READ_OUT);
+				if (c->owner == j)
+					return progress;
+				break;
+			}
+			if (n < 0) {
+				note_done(j);
+				job_ssh_error(j, (int)n, "read output");
+				*gone = true;
+				return true;
+			}
+			note_done(j);
+			break; /* 0: nothing more on this stream now */
+		}
+	}
+	if (libssh2_channel_eof(j->ch)) {
+		if (j->want_pgid) { /* no marker came: it is all output */
+			j->want_pgid = false;
+			sink_out(j, mr_buf_cstr(&j->pre), j->pre.len);
+			mr_buf_release(&j->pre);
+		}
+		j->st = S_CLOSE;
+		progress = true;
+	}
+	return progress;
+}
+
+static void job_exit_status(struct job *j)
+{
+	struct conn *c = j->conn;
+	char *signame = NULL;
+	size_t siglen = 0;
+
+	libssh2_channel_get_exit_signal(j->ch, &signame, &siglen, NULL, NULL, NULL, NULL);
+	if (signame) {
+		int sig = sig_from_name(signame);
+
+		if (sig)
+			job_result(j, 0, 0, sig, NULL);
+		else
+			mr_ssh_job_fail(j, MESHRUN_E_PROTO, "'%s': killed by unknown signal '%s'",
+				 c->cfg.alias, signame);
+		libssh2_free(c->s, signame);
+		return;
+	}
+	job_result(j, 0, libssh2_channel_get_exit_status(j->ch), 0, NULL);
+}
+
+enum chan_res { CH_WAIT, CH_FAILED, CH_DONE };
+
+/*
+ * The rc of one channel call in mr_ssh_job_step(): EAGAIN waits (note_eagain); an error
+ * fails the job or its connection (job_ssh_error: j may be freed), unless what
+ * is NULL, which ignores it.
+ */
+static enum chan_res chan_call(struct job *j, int rc, const char *what)
+{
+	if (rc == LIBSSH2_ERROR_EAGAIN) {
+		note_eagain(j, OP_NONE);
+		return CH_WAIT;
+	}
+	note_done(j);
+	if (rc < 0 && what) {
+		job_ssh_error(j, rc, what);
+		return CH_FAILED;
+	}
+	return CH_DONE;
+}
+
+/* Advance one job as far as it goes without waiting. true on progress. */
+bool mr_ssh_job_step(struct job *j)
+{
+	struct conn *c = j->conn;
+	bool progress = false, gone = false;
+	enum chan_res res;
+	int rc;
+
+	if (c->owner && c->owner != j)
+		return false;
+	if (j->kind == J_RUN && !j->done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
+		mr_ssh_job_fail(j, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms",
+			 c->cfg.alias, j->deadline_ms - j->start_ms);
+		if (j->st == S_WAIT || j->st == S_OPEN) {
+			if (j->st == S_WAIT) {
+				mr_ssh_job_unlink(j);
+				return true;
+			}
+		} else if (j->pgid && j->st < S_CLOSE) {
+			mr_ssh_queue_kill(c, j->pgid, SIGKILL); /* the channel then closes by itself */
+		}
+		progress = true;
+	}
+	switch (j->st) {
+	case S_WAIT: {
+		int limit = j->kind == J_KILL || !c->cap_known ? c->chan_cap : c->chan_cap - 1;
+
+		if (c->opener || c->nchan >= limit)
+			return progress;
+		c->opener = j;
+		j->st = S_OPEN;
+	}
+		/* fallthrough */
+	case S_OPEN:
+		j->ch = libssh2_channel_open_session(c->s);
+		if (!j->ch) {
+			rc = libssh2_session_last_errno(c->s);
+			if (rc == LIBSSH2_ERROR_EAGAIN) {
+				note_eagain(j, OP_NONE);
+				return progress;
+			}
+			note_done(j);
+			c->opener = NULL;
+			if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE) {
+				bool short_lived = false;
+
+				for (struct job *o = c->head; o; o = o->next)
+					if (o->ch && (o->kind == J_RUN || o->kind == J_KILL))
+						short_lived = true;
+				if (c->nchan > 0 && (short_lived || j->kind == J_RUN || j->kind == J_KILL)) {
+					/* sshd's MaxSessions: wait for a channel to close */
+					c->chan_cap = c->nchan;
+					c->cap_known = true;
+					j->st = S_WAIT;
+					return true;
+				}
+				mr_ssh_job_fail(j, MESHRUN_E_CONNECT,
+					 "'%s': sshd refused another session channel (%d open; raise MaxSessions in its sshd_config)",
+					 c->cfg.alias, c->nchan);
+				mr_ssh_job_unlink(j);
+				return true;
+			}
+			if (mr_ssh_is_conn_error(rc) && c->was_idle && !c->retried && c->nchan == 0) {
+				/* An idle connection the server dropped meanwhile: one fresh try. */
+				j->st = S_WAIT;
+				c->stale = c->broken = true;
+				return true;
+			}
+			job_ssh_error(j, rc, "open channel");
+			return true;
+		}
+		note_done(j);
+		c->opener = NULL;
+		c->nchan++;
+		j->st = S_EXEC;
+		progress = true;
+		/* fallthrough */
+	case S_EXEC:
+		res = chan_call(j, libssh2_channel_exec(j->ch, j->cmdline), "exec");
+		if (res != CH_DONE)
+			return res == CH_FAILED || progress;
+		c->was_idle = false;
+		j->st = S_IO;
+		progress = true;
+		/* fallthrough */
+	case S_IO:
+		progress |= job_io(j, &gone);
+		if (gone || j->st == S_IO)
+			return progress;
+		/* fallthrough */
+	case S_CLOSE:
+		res = chan_call(j, libssh2_channel_close(j->ch), "close channel");
+		if (res != CH_DONE)
+			return res == CH_FAILED || progress;
+		j->st = S_WAITCLOSED;
+		progress = true;
+		/* fallthrough */
+	case S_WAITCLOSED:
+		res = chan_call(j, libssh2_channel_wait_closed(j->ch), "wait for channel close");
+		if (res != CH_DONE)
+			return res == CH_FAILED || progress;
+		job_exit_status(j);
+		j->st = S_FREE;
+		progress = true;
+		/* fallthrough */
+	case S_FREE:
+		/* An error here changes nothing: the channel is gone with the session. */
+		if (chan_call(j, libssh2_channel_free(j->ch), NULL) == CH_WAIT)
+			return progress;
+		j->ch = NULL;
+		c->nchan--;
+		mr_ssh_job_unlink(j);
+		return true;
+	}
+	return progress;
+}
