@@ -11,6 +11,13 @@
 # share/bash-completion/completions. `cmake --build B --target update-docs`
 # copies the generated reference pages over docs/reference/ (the committed
 # copies; tests/integration/docs checks that they are current).
+#
+#   meshrun_doc_blocks(<target> <flag> <doc>)
+#
+# Generated blocks inside a hand-written page docs/<doc> (e.g. the environment
+# tables of contracts.md, from `meshrun --help-env`): <build>/docs/blocks/<doc>
+# holds them, `update-docs` splices them into docs/<doc>, and the test
+# integration/docs_contracts checks that the page holds them as generated.
 include_guard(GLOBAL)
 
 add_custom_target(update-docs)
@@ -36,4 +43,23 @@ function(meshrun_docs target tool)
   install(FILES ${out}/man/${tool}.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
   install(FILES ${out}/completion/${tool}
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/bash-completion/completions)
+endfunction()
+
+function(meshrun_doc_blocks target flag doc)
+  set(MESHRUN_DOCS_DIR ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
+  set(out ${PROJECT_BINARY_DIR}/docs/blocks/${doc})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DFLAG=${flag} -DOUT=${out}
+            -P ${MESHRUN_DOCS_DIR}/gen-block.cmake
+    DEPENDS ${target} ${MESHRUN_DOCS_DIR}/gen-block.cmake
+    COMMENT "Generating the blocks of docs/${doc} (${flag})"
+    VERBATIM)
+  string(MAKE_C_IDENTIFIER ${doc} id)
+  add_custom_target(blocks-${id} ALL DEPENDS ${out})
+  add_custom_target(update-docs-blocks-${id}
+    COMMAND ${CMAKE_COMMAND} -DBLOCKS=${out} -DDOC=${MESHRUN_DOCS_DIR}/${doc}
+            -P ${MESHRUN_DOCS_DIR}/splice-blocks.cmake
+    DEPENDS blocks-${id} VERBATIM)
+  add_dependencies(update-docs update-docs-blocks-${id})
 endfunction()

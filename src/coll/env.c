@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "coll/env.h"
 #include "common/buf.h"
 #include "common/err.h"
@@ -168,9 +169,9 @@ int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *er
 	/* Open MPI before SLURM: under mpirun inside an allocation every rank also
 	 * inherits its node daemon's SLURM_PROCID, which is not the rank. */
 	static const char *const pairs[][2] = {
-		{ "MLX_RANK", NULL },
-		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
-		{ "SLURM_PROCID", "SLURM_NTASKS" },
+		{ MR_ENV(MLX_RANK), NULL },
+		{ MR_ENV(OMPI_COMM_WORLD_RANK), MR_ENV(OMPI_COMM_WORLD_SIZE) },
+		{ MR_ENV(SLURM_PROCID), MR_ENV(SLURM_NTASKS) },
 	};
 
 	*size = -1;
@@ -196,7 +197,7 @@ int mr_env_rank(int *rank, int *size, const char **which, struct meshrun_err *er
 int mr_env_job_token(const char *who, char *token, size_t cap, size_t *len,
 		     struct meshrun_err *err)
 {
-	const char *v = getenv("MESHRUN_JOB_TOKEN");
+	const char *v = getenv(MR_ENV(MESHRUN_JOB_TOKEN));
 
 	*len = 0;
 	if (!v)
@@ -226,7 +227,7 @@ int mr_env_sndbuf(const char *what, const char *value, int *bytes, struct meshru
 
 int mr_env_timeout_ms(int64_t *ms, struct meshrun_err *err)
 {
-	const char *v = getenv("MESHRUN_TIMEOUT");
+	const char *v = getenv(MR_ENV(MESHRUN_TIMEOUT));
 
 	*ms = MR_DEFAULT_TIMEOUT_MS;
 	if (!v || !*v)

@@ -3,6 +3,7 @@
  * arithmetic (pure functions, no verbs: unit tested in test_jaccl_cfg.c).
  */
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "coll/jaccl.h"
 #include "coll/env.h"
 #include "common/err.h"
@@ -205,17 +206,17 @@ int mr_jaccl_env_read(struct mr_jaccl_env *e, struct meshrun_err *err)
 
 	memset(e, 0, sizeof(*e));
 	e->gid_index = -1;
-	e->devices_path = env2("JACCL_IBV_DEVICES", "MLX_IBV_DEVICES", &which);
-	e->coordinator = env2("JACCL_COORDINATOR", "MLX_JACCL_COORDINATOR", &which);
+	e->devices_path = env2(MR_ENV(JACCL_IBV_DEVICES), MR_ENV(MLX_IBV_DEVICES), &which);
+	e->coordinator = env2(MR_ENV(JACCL_COORDINATOR), MR_ENV(MLX_JACCL_COORDINATOR), &which);
 	if (!e->devices_path || !*e->devices_path)
 		return mr_err_set(err, MESHRUN_E_BACKEND, "jaccl: MLX_IBV_DEVICES (or JACCL_IBV_DEVICES) is not set");
 	if (!e->coordinator || !*e->coordinator)
 		return mr_err_set(err, MESHRUN_E_BACKEND, "jaccl: MLX_JACCL_COORDINATOR (or JACCL_COORDINATOR) is not set");
-	e->prefer_ring = env2("JACCL_RING", "MLX_JACCL_RING", &which) != NULL;
+	e->prefer_ring = env2(MR_ENV(JACCL_RING), MR_ENV(MLX_JACCL_RING), &which) != NULL;
 
-	v = getenv("JACCL_RANK");
+	v = getenv(MR_ENV(JACCL_RANK));
 	if (v) {
-		e->which_rank = "JACCL_RANK";
+		e->which_rank = MR_ENV(JACCL_RANK);
 		if (mr_parse_int(v, 0, MR_JACCL_MAX_RANKS - 1, &e->rank) < 0)
 			return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: JACCL_RANK='%s': expected an integer in 0..%d", v, MR_JACCL_MAX_RANKS - 1);
 	} else {
@@ -225,7 +226,7 @@ int mr_jaccl_env_read(struct mr_jaccl_env *e, struct meshrun_err *err)
 		if (rc == 0)
 			return mr_err_set(err, MESHRUN_E_BACKEND, "jaccl: no rank in the environment (MLX_RANK or JACCL_RANK)");
 	}
-	v = getenv("MESHRUN_IB_GID_INDEX");
+	v = getenv(MR_ENV(MESHRUN_IB_GID_INDEX));
 	if (v && *v && mr_parse_int(v, 0, 255, &e->gid_index) < 0)
 		return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_IB_GID_INDEX='%s': expected an integer in 0..255", v);
 	rc = mr_env_timeout_ms(&e->timeout_ms, err);

@@ -33,6 +33,7 @@
  * asked for after that fails with a message saying so.
  */
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "coll/coll.h"
 #include "coll/dl.h"
 #include "coll/mpi_abi.h"
@@ -112,7 +113,8 @@ static int mpi_fail(struct meshrun_err *err, int code, const char *what, int mrc
 
 static bool launched_by_mpirun(void)
 {
-	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE" };
+	static const char *const vars[] = { MR_ENV(OMPI_COMM_WORLD_SIZE), MR_ENV(PMIX_RANK),
+					     MR_ENV(PMI_RANK), MR_ENV(PMI_SIZE) };
 
 	for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
 		if (getenv(vars[i]))
@@ -124,7 +126,7 @@ static bool launched_by_mpirun(void)
 static void *open_lib(int extra, const char **name, char *why, size_t cap)
 {
 	static const char *const defaults[] = { "libmpi.so", "libmpi.so.40" };
-	const char *env = getenv("MLX_MPI_LIBNAME");
+	const char *env = getenv(MR_ENV(MLX_MPI_LIBNAME));
 	const char *const *names = defaults;
 	size_t n = ARRAY_SIZE(defaults);
 

@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "coll/env.h"
 #include "coll/le.h"
 #include "coll/nccl_boot.h"
@@ -21,7 +22,8 @@
 
 int mr_nccl_boot_from_env(struct mr_nccl_boot *b, struct meshrun_err *err)
 {
-	static const char *const need[] = { "NCCL_HOST_IP", "NCCL_PORT", "MLX_RANK", "MLX_WORLD_SIZE" };
+	static const char *const need[] = { MR_ENV(NCCL_HOST_IP), MR_ENV(NCCL_PORT), MR_ENV(MLX_RANK),
+					     MR_ENV(MLX_WORLD_SIZE) };
 	const char *val[ARRAY_SIZE(need)];
 	char missing[128] = "";
 	int nmissing = 0;
@@ -51,7 +53,7 @@ int mr_nccl_boot_from_env(struct mr_nccl_boot *b, struct meshrun_err *err)
 		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable MLX_RANK='%s': expected an integer in 0..%d (MLX_WORLD_SIZE=%d)", val[2], b->size - 1, b->size);
 
 	b->timeout_ms = MR_NCCL_DEFAULT_TIMEOUT_MS;
-	const char *t = getenv("MLX_NCCL_TIMEOUT");
+	const char *t = getenv(MR_ENV(MLX_NCCL_TIMEOUT));
 	if (t && *t && mr_parse_i64(t, 1, INT64_C(7) * 24 * 3600 * 1000, &b->timeout_ms) < 0)
 		return mr_err_set(err, MESHRUN_E_PARSE, "nccl: environment variable MLX_NCCL_TIMEOUT='%s': expected milliseconds, e.g. 300000", t);
 

@@ -17,6 +17,7 @@
  * abort notice arrives; the fail pipe wakes this loop in either case.
  */
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "coll/coll.h"
 #include "coll/ring.h"
 #include "coll/ring_impl.h"
@@ -71,7 +72,7 @@ static void ring_release(struct meshrun_group *g)
  * "system" to keep the system's; default MR_RING_CC_DEFAULT (ring_conn.c). */
 static int ring_env_cc(struct mr_ring *r, struct meshrun_err *err)
 {
-	const char *cc = getenv("MESHRUN_RING_TCP_CC");
+	const char *cc = getenv(MR_ENV(MESHRUN_RING_TCP_CC));
 	size_t len;
 
 	if (!cc || !*cc)
@@ -87,7 +88,7 @@ static int ring_env_cc(struct mr_ring *r, struct meshrun_err *err)
 
 static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err *err)
 {
-	const char *hostfile = getenv("MLX_HOSTFILE");
+	const char *hostfile = getenv(MR_ENV(MLX_HOSTFILE));
 	const char *which = NULL;
 	int rank = -1, envsize = -1;
 	int rc = mr_env_rank(&rank, &envsize, &which, err);
@@ -95,7 +96,7 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	if (rc < 0)
 		return rc;
 	if (rc == 0 || !hostfile || !*hostfile)
-		return mr_err_set(err, MESHRUN_E_BACKEND, "ring: needs MLX_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK) and MLX_HOSTFILE, got MLX_RANK='%s' MLX_HOSTFILE='%s'", getenv("MLX_RANK") ? getenv("MLX_RANK") : "", hostfile ? hostfile : "");
+		return mr_err_set(err, MESHRUN_E_BACKEND, "ring: needs MLX_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK) and MLX_HOSTFILE, got MLX_RANK='%s' MLX_HOSTFILE='%s'", getenv(MR_ENV(MLX_RANK)) ? getenv(MR_ENV(MLX_RANK)) : "", hostfile ? hostfile : "");
 
 	struct mr_ring *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -105,7 +106,7 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	g->impl = r;
-	r->verbose = getenv("MLX_RING_VERBOSE") != NULL;
+	r->verbose = getenv(MR_ENV(MLX_RING_VERBOSE)) != NULL;
 	rc = mr_env_timeout_ms(&r->timeout_ms, err);
 	if (rc < 0)
 		goto fail;
@@ -115,7 +116,7 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	rc = ring_env_cc(r, err);
 	if (rc < 0)
 		goto fail;
-	rc = mr_env_sndbuf("ring: MESHRUN_RING_SNDBUF", getenv("MESHRUN_RING_SNDBUF"), &r->sndbuf, err);
+	rc = mr_env_sndbuf("ring: MESHRUN_RING_SNDBUF", getenv(MR_ENV(MESHRUN_RING_SNDBUF)), &r->sndbuf, err);
 	if (rc < 0)
 		goto fail;
 	rc = mr_ring_hosts_load(hostfile, &r->hosts, err);

@@ -1,4 +1,5 @@
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "launch/env.h"
 #include "common/err.h"
 #include "common/json.h"
@@ -190,11 +191,11 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 	case MR_BACKEND_RING:
 		if ((rc = mr_launch_ring_json(hf, o->starting_port, o->connections_per_ip, &b, err)) < 0)
 			break;
-		if (o->verbose && mr_strvec_setenv(&e->common, "MLX_RING_VERBOSE", "1") < 0) {
+		if (o->verbose && mr_strvec_setenv(&e->common, MR_ENV(MLX_RING_VERBOSE), "1") < 0) {
 			rc = nomem(err);
 			break;
 		}
-		rc = add_file(e, "MLX_HOSTFILE", "hostfile.json", &b, err);
+		rc = add_file(e, MR_ENV(MLX_HOSTFILE), "hostfile.json", &b, err);
 		break;
 	case MR_BACKEND_JACCL:
 	case MR_BACKEND_JACCL_RING: {
@@ -212,31 +213,31 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 			break;
 		}
 		snprintf(val, sizeof(val), "%s:%d", host_ip0(&hf->hosts[0]), o->starting_port);
-		if (mr_strvec_setenv(&e->common, "MLX_JACCL_COORDINATOR", val) < 0 ||
-		    mr_strvec_setenv(&e->common, "MLX_DISTRIBUTED_BACKEND",
+		if (mr_strvec_setenv(&e->common, MR_ENV(MLX_JACCL_COORDINATOR), val) < 0 ||
+		    mr_strvec_setenv(&e->common, MR_ENV(MLX_DISTRIBUTED_BACKEND),
 				     mr_backend_name(o->backend)) < 0 ||
-		    (ring && mr_strvec_setenv(&e->common, "MLX_JACCL_RING", "1") < 0)) {
+		    (ring && mr_strvec_setenv(&e->common, MR_ENV(MLX_JACCL_RING), "1") < 0)) {
 			rc = nomem(err);
 			break;
 		}
 		if ((rc = mr_launch_rdma_json(hf, &b, err)) < 0)
 			break;
-		rc = add_file(e, "MLX_IBV_DEVICES", "ibv_devices.json", &b, err);
+		rc = add_file(e, MR_ENV(MLX_IBV_DEVICES), "ibv_devices.json", &b, err);
 		break;
 	}
 	case MR_BACKEND_NCCL:
 		if ((rc = need_rank0_ip(hf, "nccl", err)) < 0)
 			break;
 		snprintf(val, sizeof(val), "%d", o->nccl_port);
-		if ((o->verbose && mr_strvec_setenv(&e->common, "NCCL_DEBUG", "INFO") < 0) ||
-		    mr_strvec_setenv(&e->common, "NCCL_HOST_IP", host_ip0(&hf->hosts[0])) < 0 ||
-		    mr_strvec_setenv(&e->common, "NCCL_PORT", val) < 0 ||
-		    mr_strvec_pushf(&e->common, "MLX_WORLD_SIZE=%zu", hf->nhosts) < 0) {
+		if ((o->verbose && mr_strvec_setenv(&e->common, MR_ENV(NCCL_DEBUG), "INFO") < 0) ||
+		    mr_strvec_setenv(&e->common, MR_ENV(NCCL_HOST_IP), host_ip0(&hf->hosts[0])) < 0 ||
+		    mr_strvec_setenv(&e->common, MR_ENV(NCCL_PORT), val) < 0 ||
+		    mr_strvec_pushf(&e->common, "%s=%zu", MR_ENV(MLX_WORLD_SIZE), hf->nhosts) < 0) {
 			rc = nomem(err);
 			break;
 		}
 		for (size_t r = 0; r < hf->nhosts; r++)
-			if (mr_strvec_pushf(&e->per_rank[r], "CUDA_VISIBLE_DEVICES=%zu",
+			if (mr_strvec_pushf(&e->per_rank[r], "%s=%zu", MR_ENV(CUDA_VISIBLE_DEVICES),
 					    r % (size_t)(o->repeat > 0 ? o->repeat : 1)) < 0) {
 				rc = nomem(err);
 				break;
@@ -271,13 +272,13 @@ int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env
 	if ((rc = build_backend(hf, o, &e, err)) < 0)
 		goto out_release;
 	if (o->backend == MR_BACKEND_MPI) {
-		if (o->job_token && mr_strvec_setenv(&e.common, "MESHRUN_JOB_TOKEN", o->job_token) < 0)
+		if (o->job_token && mr_strvec_setenv(&e.common, MR_ENV(MESHRUN_JOB_TOKEN), o->job_token) < 0)
 			goto out_nomem;
 	} else {
 		for (size_t r = 0; r < e.nranks; r++) {
-			if (mr_strvec_pushf(&e.per_rank[r], "MLX_RANK=%zu", r) < 0 ||
+			if (mr_strvec_pushf(&e.per_rank[r], "%s=%zu", MR_ENV(MLX_RANK), r) < 0 ||
 			    (o->job_token &&
-			     mr_strvec_setenv(&e.per_rank[r], "MESHRUN_JOB_TOKEN", o->job_token) < 0))
+			     mr_strvec_setenv(&e.per_rank[r], MR_ENV(MESHRUN_JOB_TOKEN), o->job_token) < 0))
 				goto out_nomem;
 		}
 	}
@@ -448,4 +449,33 @@ int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile
 	if (mr_strvec_push(out, "--") < 0 || mr_strvec_pushv(out, cmd) < 0)
 		return nomem(err);
 	return 0;
+}
+
+/* A table of envmap.h as markdown, between the markers docs/contracts.md keeps. */
+static void env_doc_block(FILE *f, const char *block, const char *head, bool set)
+{
+	static const struct {
+		const char *name, *set_by, *read_by, *value, *meaning;
+	} vars[] = {
+#define ENV_ROW(name, set_by, read_by, value, meaning) { #name, set_by, read_by, value, meaning },
+		MESHRUN_ENV_MAP(ENV_ROW)
+#undef ENV_ROW
+	};
+
+	fprintf(f, "<!-- BEGIN %s (generated from src/common/envmap.h; do not edit) -->\n", block);
+	fprintf(f, "%s\n| --- | --- | --- |\n", head);
+	for (size_t i = 0; i < ARRAY_SIZE(vars); i++) {
+		if (set && *vars[i].set_by)
+			fprintf(f, "| %s | `%s` | %s |\n", vars[i].set_by, vars[i].name, vars[i].value);
+		else if (!set && *vars[i].read_by)
+			fprintf(f, "| `%s` | %s | %s |\n", vars[i].name, vars[i].read_by, vars[i].meaning);
+	}
+	fprintf(f, "<!-- END %s -->\n", block);
+}
+
+int mr_launch_env_doc(FILE *f)
+{
+	env_doc_block(f, "env-set", "| backend | variable | value |", true);
+	env_doc_block(f, "env-read", "| variable | used by | meaning |", false);
+	return fflush(f) == 0 && !ferror(f) ? 0 : -1;
 }

@@ -90,6 +90,12 @@ int mr_launch_env_add(struct mr_strvec *env, const char *kv, const char *where,
 int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
 			struct mr_launch_env *out, struct meshrun_err *err);
 void mr_launch_env_release(struct mr_launch_env *e);
+/*
+ * docs/contracts.md's environment tables from common/envmap.h (meshrun's hidden
+ * --help-env): the blocks "env-set" and "env-read", each between its BEGIN and
+ * END comment lines. -1 when writing f failed.
+ */
+int mr_launch_env_doc(FILE *f);
 
 /*
  * What every rank gets (also under an external launcher): common, then

@@ -2,6 +2,7 @@
  * launch/extern.c - run a job under srun or Open MPI's mpirun (see extern.h).
  */
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "launch/extern.h"
 #include "launch/launch.h"
 #include "launch/supervise.h"
@@ -75,7 +76,7 @@ int mr_launch_extern_env(const struct mr_launch_env *e, const char *dir, const c
 {
 	if (mr_launch_env_shared(e, dir, out) < 0)
 		return -1;
-	if (token && mr_strvec_setenv(out, "MESHRUN_JOB_TOKEN", token) < 0)
+	if (token && mr_strvec_setenv(out, MR_ENV(MESHRUN_JOB_TOKEN), token) < 0)
 		return -1;
 	return 0;
 }

@@ -25,6 +25,8 @@ int main(int argc, char **argv)
 
 	if ((rc = mr_optdoc_main(argc, argv, &doc)) >= 0) /* hidden: --help-man etc., for the build */
 		return rc;
+	if (argc == 2 && !strcmp(argv[1], "--help-env")) /* hidden: docs/contracts.md's tables */
+		return mr_launch_env_doc(stdout) < 0;
 	signal(SIGPIPE, SIG_IGN); /* a closed stdout is EPIPE, handled where we write */
 	mr_log_init_from_env();
 	mr_launch_opts_init(&o);

@@ -10,6 +10,8 @@
 #               as written (and "# test: laptop-root" ones when root)
 #   progress    meshconfig's step line counts hosts one by one on a terminal
 #               (as docs/contracts.md says), and is silent in a log
+#   contracts   the generated blocks of docs/contracts.md (the environment tables
+#               from src/common/envmap.h) equal what the build generated
 #   progress-sim  the same for meshsim up, and meshconfig over its sshd (root;
 #               cluster "docsp")
 set -u
@@ -34,6 +36,17 @@ reference)
 		fi
 		echo "ok: docs/reference/$t.md is current"
 	done
+	;;
+contracts)
+	blocks=$gen/blocks/contracts.md
+	[ -f "$blocks" ] || fail "$blocks is missing (build the target blocks-contracts_md)"
+	tmp=$(mktemp)
+	trap 'rm -f "$tmp"' EXIT
+	sed -n '/^<!-- BEGIN /,/^<!-- END /p' "$src/docs/contracts.md" >"$tmp"
+	if ! diff -u "$tmp" "$blocks"; then
+		fail "docs/contracts.md's generated tables are out of date: run 'cmake --build $build --target update-docs' and commit it"
+	fi
+	echo "ok: docs/contracts.md's environment tables are current"
 	;;
 man)
 	need_generated

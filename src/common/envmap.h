@@ -1,0 +1,99 @@
+/*
+ * envmap.h - the environment contract between meshrun (the writer, launch/env.c,
+ * launch/extern.c) and libmeshrun (the readers, coll/env.c, ring.c, jaccl_cfg.c,
+ * nccl_boot.c, mpi.c): one table of every variable, byte for byte MLX's names.
+ *
+ *   X(NAME, SET_BY, READ_BY, VALUE, MEANING)
+ *
+ *   NAME     the variable, as an identifier (MR_ENV(NAME) is its name as a string)
+ *   SET_BY   backends for which meshrun sets it on the ranks ("" when it does not)
+ *   READ_BY  backends whose libmeshrun side reads it ("" when none does: it is for
+ *            MLX's own code or a library under it)
+ *   VALUE    what meshrun sets (docs/contracts.md, "Set by meshrun on every rank")
+ *   MEANING  what the reader does with it ("Read by the ranks (libmeshrun)")
+ *
+ * Code names a variable only through MR_ENV(NAME), which fails to compile for a
+ * name not in the table; error messages keep the names as prose (greppable).
+ * docs/contracts.md's two tables are generated from this one (`meshrun --help-env`,
+ * checked by the test integration/docs_contracts). Text cells must not hold '|'.
+ */
+#ifndef MR_ENVMAP_H
+#define MR_ENVMAP_H
+
+#define MESHRUN_ENV_MAP(X)                                                                      \
+	X(MLX_RANK, "all but mpi", "all",                                                       \
+	  "the rank, 0..N-1, in hostfile order",                                                \
+	  "this rank; else `OMPI_COMM_WORLD_RANK` (mpirun; it wins over SLURM_PROCID, which "   \
+	  "mpirun inside an allocation passes on from its node daemon), else `SLURM_PROCID` "   \
+	  "(srun); `OMPI_COMM_WORLD_SIZE` / `SLURM_NTASKS` give the size")                      \
+	X(MESHRUN_JOB_TOKEN, "all but mpi", "ring, jaccl, nccl",                                \
+	  "32 hex digits, random per job; libmeshrun's hello carries it so a stray or foreign " \
+	  "connection is refused",                                                              \
+	  "the job token above; absent: no check")                                              \
+	X(MLX_HOSTFILE, "ring", "ring",                                                         \
+	  "path of a file on each host: JSON, one list of `\"ip:port\"` per rank; ports start " \
+	  "at `--starting-port`, +1 per IP and per connection (`--connections-per-ip`)",        \
+	  "the per-rank address lists above (the flat list form other tools write is accepted " \
+	  "too)")                                                                               \
+	X(MLX_RING_VERBOSE, "ring", "ring", "`1` with `--verbose`",                             \
+	  "log connection set-up on stderr")                                                    \
+	X(MLX_JACCL_COORDINATOR, "jaccl, jaccl-ring", "jaccl",                                  \
+	  "`<rank 0's first ip>:<--starting-port>`",                                            \
+	  "rank 0's side channel `ip:port` (`JACCL_COORDINATOR` wins, as in MLX)")              \
+	X(MLX_IBV_DEVICES, "jaccl, jaccl-ring", "jaccl",                                        \
+	  "path of a file holding the hostfile's `rdma` matrix as JSON (checked first: size, "  \
+	  "null diagonal, no missing peer)",                                                    \
+	  "path of the device matrix: row = rank, cell = null, a device name, or a list of "    \
+	  "names (`JACCL_IBV_DEVICES` wins)")                                                   \
+	X(MLX_DISTRIBUTED_BACKEND, "jaccl, jaccl-ring", "", "`jaccl` or `jaccl-ring`", "")      \
+	X(MLX_JACCL_RING, "jaccl-ring", "jaccl", "`1`",                                         \
+	  "present: prefer the ring algorithm (so does `JACCL_RING`)")                          \
+	X(NCCL_HOST_IP, "nccl", "nccl", "rank 0's first ip", "rank 0's id server: its address") \
+	X(NCCL_PORT, "nccl", "nccl", "`--nccl-port` (12345)", "rank 0's id server: its port")   \
+	X(MLX_WORLD_SIZE, "nccl", "nccl", "number of ranks", "the world size")                  \
+	X(CUDA_VISIBLE_DEVICES, "nccl", "", "rank modulo `-n`", "")                             \
+	X(NCCL_DEBUG, "nccl", "", "`INFO` with `--verbose`", "")                                \
+	X(OMPI_COMM_WORLD_RANK, "", "all", "",                                                  \
+	  "this rank under mpirun, when `MLX_RANK` is not set")                                 \
+	X(OMPI_COMM_WORLD_SIZE, "", "all, mpi", "",                                             \
+	  "the size that goes with `OMPI_COMM_WORLD_RANK`; mpi: whether the process runs under " \
+	  "an MPI launcher")                                                                    \
+	X(SLURM_PROCID, "", "all", "",                                                          \
+	  "this rank under srun, when neither `MLX_RANK` nor `OMPI_COMM_WORLD_RANK` is set")    \
+	X(SLURM_NTASKS, "", "all", "", "the size that goes with `SLURM_PROCID`")                \
+	X(JACCL_COORDINATOR, "", "jaccl", "", "as `MLX_JACCL_COORDINATOR`, and wins over it")   \
+	X(JACCL_IBV_DEVICES, "", "jaccl", "", "as `MLX_IBV_DEVICES`, and wins over it")         \
+	X(JACCL_RING, "", "jaccl", "", "as `MLX_JACCL_RING`")                                   \
+	X(JACCL_RANK, "", "jaccl", "", "rank (before `MLX_RANK`)")                              \
+	X(MESHRUN_IB_GID_INDEX, "", "jaccl", "",                                                \
+	  "GID index when the interface has no IPv4-mapped GID")                                \
+	X(MLX_NCCL_TIMEOUT, "", "nccl", "", "how long to wait for rank 0's id")                 \
+	X(MLX_MPI_LIBNAME, "", "mpi", "",                                                       \
+	  "the libmpi to dlopen (default `libmpi.so`, then `libmpi.so.40`)")                    \
+	X(PMI_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")            \
+	X(PMI_SIZE, "", "mpi", "", "whether the process runs under an MPI launcher")            \
+	X(PMIX_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")           \
+	X(MESHRUN_TIMEOUT, "", "all", "",                                                       \
+	  "bound on any wait for a peer (seconds, `1.5`, `500ms`; default 30)")                 \
+	X(MESHRUN_RING_TCP_CC, "", "ring", "",                                                  \
+	  "TCP congestion control of the ring's data connections (default `reno`, which costs " \
+	  "a quarter less CPU than timer-paced BBR on veth and Thunderbolt links; `system` "    \
+	  "keeps the system's choice; a name the kernel refuses falls back to the system's "    \
+	  "choice)")                                                                            \
+	X(MESHRUN_RING_SNDBUF, "", "ring", "",                                                  \
+	  "send buffer (`SO_SNDBUF`) of the ring's data connections: a size from 4K to 256M, "  \
+	  "default `512K` (the kernel doubles it and caps it at `net.core.wmem_max`); "         \
+	  "`system` leaves the kernel's autotuning, which lets megabytes queue per connection " \
+	  "and made 16 MiB all-reduces a third to a half slower on the bench machine; a "       \
+	  "malformed value fails init naming the variable")
+
+#define MR_ENV_ENUM_(name, set_by, read_by, value, meaning) MR_ENV_ID_##name,
+enum mr_env_id { MESHRUN_ENV_MAP(MR_ENV_ENUM_) MR_ENV_COUNT };
+
+/*
+ * "NAME" for a variable of the table (a compile error for any other): an address
+ * constant, so it works in static initialisers ({ MR_ENV(MLX_RANK), NULL }).
+ */
+#define MR_ENV(name) (&(#name)[0 * MR_ENV_ID_##name])
+
+#endif
