@@ -1,5 +1,6 @@
 /*
- * meshsim - simulated Thunderbolt clusters of Macs in Linux network namespaces.
+ * sim/main.c - meshsim's main: simulated Thunderbolt clusters of Macs in Linux
+ * network namespaces.
  */
 #include "common/compat.h"
 

@@ -1,3 +1,7 @@
+/*
+ * sim/plan.c - meshsim's names and addresses of a cluster (sim/plan.h; not
+ * topo/plan.c, the IP plan of the cables, nor launch/plan.c, meshrun's job plan).
+ */
 #include "common/compat.h"
 #include "sim/plan.h"
 

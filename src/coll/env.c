@@ -1,3 +1,8 @@
+/*
+ * coll/env.c - libmeshrun's side of the environment contract (the reader; not
+ * launch/env.c, meshrun's writer): the ring hostfile, rank and size, job token,
+ * timeout and send buffer, as coll/env.h describes them.
+ */
 #include "common/compat.h"
 #include "common/envmap.h"
 #include "coll/env.h"

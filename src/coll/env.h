@@ -1,5 +1,6 @@
 /*
- * env.h - the environment libmeshrun reads (MLX's names first).
+ * coll/env.h - the environment libmeshrun reads (MLX's names first; the writer
+ * is launch/env.h, both name the variables through common/envmap.h).
  *
  * Rank: MLX_RANK; where it is absent SLURM_PROCID (size SLURM_NTASKS), else
  * OMPI_COMM_WORLD_RANK (size OMPI_COMM_WORLD_SIZE). The ring's size comes from

@@ -1,5 +1,6 @@
 /*
- * main.c - meshconfig: process setup, options, run, exit code (see config.h).
+ * config/main.c - meshconfig's main: process setup, options, run, exit code (see
+ * config.h).
  */
 #include "common/compat.h"
 #include "common/log.h"

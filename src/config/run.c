@@ -1,7 +1,7 @@
 /*
- * config/run.c - meshconfig's steps in order: hosts, ssh check, then the ethernet or
- * the thunderbolt path (tb.c), and the hal the options ask for. What the steps share
- * is in ctx.c.
+ * config/run.c - meshconfig's steps in order (not launch/run.c, a meshrun job):
+ * hosts, ssh check, then the ethernet or the thunderbolt path (tb.c), and the hal
+ * the options ask for. What the steps share is in ctx.c.
  */
 #include "common/compat.h"
 #include "common/err.h"

@@ -1,3 +1,9 @@
+/*
+ * launch/env.c - meshrun's side of the environment contract (the writer; not
+ * coll/env.c, libmeshrun's reader): each backend's variables and files for the
+ * ranks (launch/env.h), the mpirun hostfile and argv, and the tables of
+ * docs/contracts.md from common/envmap.h.
+ */
 #include "common/compat.h"
 #include "common/envmap.h"
 #include "launch/env.h"

@@ -1,5 +1,6 @@
 /*
- * env.h - the per-backend environment of a job, exactly as mlx.launch sets it.
+ * launch/env.h - the per-backend environment of a job, exactly as mlx.launch sets
+ * it (the reader is coll/env.h; both name the variables through common/envmap.h).
  * Pure: no I/O, no processes; unit-tested in tests/unit/test_launch_env.c.
  *
  * Every rank gets the user's variables (the hostfile's "envs", then --env, a

@@ -1,6 +1,6 @@
 /*
- * meshrun - launch a program on every rank, local or over ssh, and supervise it
- * (see launch.h for the flow and the exit codes).
+ * launch/main.c - meshrun's main: launch a program on every rank, local or over
+ * ssh, and supervise it (see launch.h for the flow and the exit codes).
  */
 #include "common/compat.h"
 #include "common/log.h"

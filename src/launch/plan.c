@@ -1,7 +1,8 @@
 /*
- * launch/plan.c - the job plan from the options (launch.h): the host list (-n
- * applied), the backend, the checked environment, the command as it will run
- * (resolved as mlx.launch does), the job token and the ranks' environment.
+ * launch/plan.c - meshrun's job plan from the options (launch.h; not topo/plan.c,
+ * the IP plan): the host list (-n applied), the backend, the checked environment,
+ * the command as it will run (resolved as mlx.launch does), the job token and the
+ * ranks' environment.
  */
 #include "common/compat.h"
 #include "launch/launch.h"

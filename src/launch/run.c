@@ -1,8 +1,9 @@
 /*
- * run.c - one job from plan to exit code: pick the hal, check every host in
- * parallel (reachable; command and cwd exist; one error listing every failing
- * host), write the job's files on every host (one temporary directory per host,
- * removed at the end), start the ranks under the supervisor, clean up.
+ * launch/run.c - one meshrun job from plan to exit code (not config/run.c,
+ * meshconfig's steps): pick the hal, check every host in parallel (reachable;
+ * command and cwd exist; one error listing every failing host), write the job's
+ * files on every host (one temporary directory per host, removed at the end),
+ * start the ranks under the supervisor, clean up.
  */
 #include "common/compat.h"
 #include "launch/launch.h"

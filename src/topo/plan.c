@@ -1,5 +1,6 @@
 /*
- * plan.c - the point-to-point IP plan: one /30 per cable.
+ * topo/plan.c - the point-to-point IP plan: one /30 per cable (not launch/plan.c,
+ * meshrun's job plan, nor sim/plan.c, meshsim's names and addresses).
  *
  * Matches IPConfigurator.__init__() and IPConfigurator.setup() of MLX's
  * python/mlx/_distributed_utils/config.py (mlx.distributed_config): the same
