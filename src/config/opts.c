@@ -1,6 +1,7 @@
 /*
  * config/opts.c - meshconfig's command line (not launch/opts.c, meshrun's): one
- * option table drives parsing and --help. The flags, their defaults and choices are those of mlx.distributed_config.
+ * option table drives parsing and --help. The flags, their defaults and choices
+ * are those of mlx.distributed_config.
  */
 #include "common/compat.h"
 #include "common/err.h"
