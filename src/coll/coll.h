@@ -10,6 +10,17 @@
  *   send/recv(bytes, peer)          any peer != rank
  * A backend that is not configured in the environment (or not built) returns
  * MESHRUN_E_BACKEND from init, so `any` moves on to the next one.
+ *
+ * The module's files (each backend's own header maps its files further):
+ *   group.c      the public API (meshrun_*): argument checks, backend choice
+ *   dtype.c      element types and reductions (dtype.h)
+ *   env.c        the environment libmeshrun reads (env.h; names: common/envmap.h)
+ *   wire.c       hello and frame encoding on the ring's connections (wire.h)
+ *   ring*.c      the ring backend over TCP (ring_impl.h maps them)
+ *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl.h)
+ *   nccl.c       the nccl backend; nccl_boot.c its id exchange (nccl_boot.h)
+ *   mpi.c        the mpi backend over a dlopen'ed libmpi (mpi_abi.h)
+ * Backends call down into env.c, wire.c and dtype.c, never into each other.
  */
 #ifndef MR_COLL_COLL_H
 #define MR_COLL_COLL_H
