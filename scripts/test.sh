@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds twice (plain and ASan+UBSan,
-# warnings as errors), and runs ctest on both. Exits non-zero on any failure.
+# warnings as errors) and runs ctest on both, then builds the portable-only
+# configuration (the macOS code paths) and runs its unit and loopback tests.
+# Exits non-zero on any failure.
 # Tests that need root or a kernel feature skip with a reason when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +34,18 @@ for cfg in plain asan; do
 	fi
 	dev_intact || { echo "!!! a test of the $cfg build damaged /dev (see above)"; status=1; }
 done
+# Third build: the portable fallbacks (the interfaces a Mac has) instead of the
+# Linux-only ones, running the unit tests and the loopback ring, launcher and
+# hal tests, so the code that runs on a Mac is executed here, not just compiled.
+dir=build/portable
+echo "=== build (portable-only)"
+cmake -S . -B "$dir" -DMESHRUN_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESHRUN_PORTABLE_ONLY=ON >/dev/null
+cmake --build "$dir" -j "$jobs"
+echo "=== test (portable-only)"
+if ! ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 \
+	-R '^(unit/|coll/(ring_n|fault_kill|foreign|tcp_cc)|integration/launch/|integration/hal_ssh)' \
+	-E 'extern_|mixed_hosts'; then
+	status=1
+fi
+dev_intact || { echo "!!! a test of the portable build damaged /dev (see above)"; status=1; }
 exit $status

@@ -5,12 +5,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/spawn.h"
 #include "common/timeutil.h"
 #include "common/xalloc.h"
 
@@ -47,28 +47,14 @@ void mr_sim_job_release(struct mr_sim_job *j)
 
 char *mr_sim_which(const char *prog)
 {
+	/* meshsim runs root's tools (ip, sshd, modprobe): the sbin folders too,
+	 * whatever PATH the user has */
 	const char *path = getenv("PATH");
-	struct mr_strvec dirs = MR_STRVEC_INIT;
-	char *found = NULL;
-	struct stat st;
+	char *search = xasprintf("%s%s/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin", path ? path : "",
+				 path && *path ? ":" : "");
+	char *found = mr_which(prog, search);
 
-	if (strchr(prog, '/'))
-		return xstrdup(prog);
-	if (mr_strvec_split(&dirs, path ? path : "", ':', true) < 0)
-		return NULL;
-	mr_strvec_push(&dirs, "/usr/local/sbin");
-	mr_strvec_push(&dirs, "/usr/sbin");
-	mr_strvec_push(&dirs, "/sbin");
-	mr_strvec_push(&dirs, "/usr/bin");
-	mr_strvec_push(&dirs, "/bin");
-	for (size_t i = 0; i < dirs.nr && !found; i++) {
-		char *p = xasprintf("%s/%s", dirs.v[i], prog);
-		if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	mr_strvec_release(&dirs);
+	free(search);
 	return found;
 }
 
@@ -81,26 +67,12 @@ int mr_sim_exit_code(int status)
 	return 255;
 }
 
-/* Close every descriptor >= lowfd in a forked child: close_range(2), else
- * close() up to the limit (sysconf() after fork is fine: meshsim has one thread). */
-static void close_fds_from(int lowfd)
-{
-#ifdef SYS_close_range
-	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
-		return;
-#endif
-	long max = sysconf(_SC_OPEN_MAX);
-
-	for (int fd = lowfd; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
-		close(fd);
-}
-
-/* Fork one job; only async-signal-safe calls in the child. */
+/* Start one job: stdin /dev/null, stdout and stderr into one pipe, no other fd. */
 static int job_start(struct mr_sim_job *j, struct meshrun_err *err)
 {
+	struct mr_spawn_opts so = { 0 };
 	char *path = mr_sim_which(j->argv.v[0]);
-	int p[2] = { -1, -1 }, devnull = -1;
-	pid_t pid;
+	int p[2] = { -1, -1 }, rc;
 
 	if (!path)
 		return mr_err_set(err, MESHRUN_E_EXEC, "%s: '%s' not found in PATH", j->label,
@@ -109,34 +81,23 @@ static int job_start(struct mr_sim_job *j, struct meshrun_err *err)
 		free(path);
 		return mr_err_sys(err, "%s: pipe", j->label);
 	}
-	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	pid = fork();
-	if (pid < 0) {
-		int rc = mr_err_sys(err, "%s: fork", j->label);
-		mr_close(&p[0]);
-		mr_close(&p[1]);
-		mr_close(&devnull);
-		free(path);
-		return rc;
-	}
-	if (pid == 0) {
-		if (devnull >= 0)
-			dup2(devnull, 0);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		/* no descriptor of our caller (a test's pipe, a terminal) may live on
-		 * in a daemon such as sshd: only 0, 1 and 2 go to the job */
-		close_fds_from(3);
-		signal(SIGPIPE, SIG_DFL); /* meshsim ignores it; its children must not */
-		execv(path, j->argv.v);
-		_exit(127);
-	}
+	so.file = path;
+	so.argv = j->argv.v;
+	so.what = j->label;
+	so.fds[0] = -1;
+	so.fds[1] = so.fds[2] = p[1];
+	/* no descriptor of our caller (a test's pipe, a terminal) may live on in
+	 * a daemon such as sshd: only 0, 1 and 2 go to the job */
+	so.flags = MR_SPAWN_CLOSE_FDS;
+	rc = mr_spawn_child(&so, &j->pid, err);
 	free(path);
 	mr_close(&p[1]);
-	mr_close(&devnull);
+	if (rc < 0) {
+		mr_close(&p[0]);
+		return rc;
+	}
 	mr_set_nonblock(p[0], true);
 	j->fd = p[0];
-	j->pid = pid;
 	j->started = true;
 	return 0;
 }

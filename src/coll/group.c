@@ -1,12 +1,13 @@
 #include "common/compat.h"
 #include "coll/coll.h"
 #include "common/err.h"
+#include "common/port.h"
 
 #include <unistd.h>
 
 bool mr_coll_have_gpu(void)
 {
-	return access("/dev/nvidia0", F_OK) == 0 || access("/proc/driver/nvidia/version", F_OK) == 0;
+	return mr_have_nvidia_gpu();
 }
 
 /* Append "; msg" (or msg) to the reasons, cut at the buffer's end. */

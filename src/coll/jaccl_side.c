@@ -20,6 +20,7 @@
 #include "coll/jaccl.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/port.h"
 #include "common/timeutil.h"
 
 #include <netinet/in.h>
@@ -123,9 +124,7 @@ static int write_all(int fd, const void *buf, size_t n, const char *who, struct 
 	const unsigned char *p = buf;
 
 	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-		if (k < 0 && errno == EINTR)
-			continue;
+		ssize_t k = mr_send_nosig(fd, p, n, 0);
 		if (k < 0)
 			return mr_err_errno(err, errno, MESHRUN_E_PEER, "jaccl side channel: send to %s", who);
 		p += k;
@@ -228,7 +227,7 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 	size_t outlen;
 	char last[MESHRUN_ERR_MSG_MAX] = "";
 
-	lfd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	lfd = mr_socket(a->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC);
 	if (lfd < 0)
 		return mr_err_sys(err, "jaccl: socket for coordinator '%s'", a->text);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -246,7 +245,7 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		}
 		if (poll(&pfd, 1, left) <= 0)
 			continue;
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = mr_accept(lfd, MR_SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
 		tune(fd, s->timeout_ms);
@@ -281,7 +280,7 @@ static int join(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t d
 
 	make_hello(s, out, &outlen);
 	for (;;) {
-		int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int fd = mr_socket(a->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC);
 		if (fd < 0)
 			return mr_err_sys(err, "jaccl: socket");
 		if (connect(fd, (const struct sockaddr *)&a->sa, a->salen) == 0) {
@@ -506,8 +505,8 @@ void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg)
 		struct mr_frame_hdr f = { MR_FRAME_ABORT, (uint32_t)s->rank, (uint32_t)r, len };
 		mr_frame_encode(&f, hdr);
 		/* best effort and never blocking: the group is failing anyway */
-		if (send(s->fd[r], hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hdr))
-			send(s->fd[r], msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (mr_send_nosig(s->fd[r], hdr, sizeof(hdr), MSG_DONTWAIT) == (ssize_t)sizeof(hdr))
+			(void)mr_send_nosig(s->fd[r], msg, len, MSG_DONTWAIT);
 	}
 }
 

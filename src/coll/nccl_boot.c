@@ -5,6 +5,7 @@
 #include "coll/nccl_boot.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/port.h"
 #include "common/num.h"
 #include "common/timeutil.h"
 
@@ -273,7 +274,7 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 		return 0;
 	if ((rc = resolve(b, addr, &sa, &salen, err)) < 0)
 		return rc;
-	int lfd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int lfd = mr_socket(sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 	if (lfd < 0)
 		return mr_err_sys(err, "nccl: socket for '%s'", addr);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -303,7 +304,7 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 			rc = mr_err_sys(err, "nccl: rank 0: poll on '%s'", addr);
 			break;
 		}
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = mr_accept(lfd, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
 				continue;
@@ -332,7 +333,7 @@ out_close:
 /* Connect before the deadline: a connected non-blocking fd, or -1 with errno. */
 static int connect_until(const struct sockaddr_storage *sa, socklen_t salen, int64_t deadline)
 {
-	int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = mr_socket(sa->ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 
 	if (fd < 0)
 		return -1;

@@ -15,6 +15,7 @@
 #include "coll/ring_impl.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/port.h"
 #include "common/timeutil.h"
 
 #include <arpa/inet.h>
@@ -47,7 +48,7 @@ struct pend {
 static int open_listener(const struct mr_ring_addr *a, struct meshrun_err *err)
 {
 	int one = 1;
-	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = mr_socket(a->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 
 	if (fd < 0)
 		return mr_err_sys(err, "socket for '%s'", a->text);
@@ -83,7 +84,7 @@ static void hello_prepare(const struct mr_ring *r, struct pend *p, unsigned lane
 
 static void start_connect(struct pend *p, int64_t now)
 {
-	p->fd = socket(p->addr->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	p->fd = mr_socket(p->addr->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 	if (p->fd < 0) {
 		p->last_errno = errno;
 		p->state = P_WAIT;
@@ -199,11 +200,12 @@ static void tune_socket(const struct mr_ring *r, int fd, bool data)
 	unsigned int uto = (unsigned int)MR_MIN(r->timeout_ms, (int64_t)UINT32_MAX);
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (data && r->tcp_cc[0] &&
-	    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, r->tcp_cc, (socklen_t)strlen(r->tcp_cc)) < 0)
+	/* ENOTSUP where the kernel has no such option (macOS): logged, not fatal */
+	if (data && r->tcp_cc[0] && mr_tcp_set_cc(fd, r->tcp_cc) < 0)
 		mr_ring_log(r, "TCP congestion control '%s' not set: %s (keeping the system's)", r->tcp_cc, strerror(errno));
-	/* unacknowledged data for longer than the timeout fails the socket (a pulled cable) */
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+	/* unacknowledged data for longer than the timeout fails the socket (a
+	 * pulled cable); without the option the ring's stall timer still does */
+	(void)mr_tcp_user_timeout(fd, uto);
 	if (data && r->sndbuf > 0 &&
 	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &r->sndbuf, sizeof(r->sndbuf)) < 0)
 		mr_ring_log(r, "send buffer of %d bytes not set: %s (keeping the kernel's autotuning)", r->sndbuf, strerror(errno));
@@ -305,7 +307,7 @@ static void setup_accept(struct setup *s)
 		if (!(s->pfd[i].revents & POLLIN))
 			continue;
 		for (;;) {
-			int fd = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			int fd = mr_accept(s->listeners[i], MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 			if (fd < 0)
 				break;
 			size_t slot = s->npend;
@@ -459,14 +461,15 @@ static int setup_finish(struct setup *s, struct meshrun_err *err)
 	tune_socket(r, r->lane[0].fd, false);
 	tune_socket(r, r->lane[1].fd, false);
 	if (r->verbose) {
-		char cc[MR_RING_CC_MAX + 1] = "?";
-		socklen_t cl = MR_RING_CC_MAX;
-		if (getsockopt(r->left[0], IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0)
-			cc[MR_MIN((size_t)cl, (size_t)MR_RING_CC_MAX)] = '\0';
+		char name[MR_RING_CC_MAX + 1], cc[MR_RING_CC_MAX + 3];
+		if (mr_tcp_get_cc(r->left[0], name, sizeof(name)) == 0)
+			snprintf(cc, sizeof(cc), "'%s'", name);
+		else /* no such option (macOS): the system's, whatever it is */
+			snprintf(cc, sizeof(cc), "the system's");
 		int sb = 0;
 		socklen_t sl = sizeof(sb);
 		getsockopt(r->left[0], SOL_SOCKET, SO_SNDBUF, &sb, &sl);
-		mr_ring_log(r, "data connections use TCP congestion control '%s', send buffer %d bytes (%s)", cc, sb, r->sndbuf > 0 ? "fixed" : "autotuned");
+		mr_ring_log(r, "data connections use TCP congestion control %s, send buffer %d bytes (%s)", cc, sb, r->sndbuf > 0 ? "fixed" : "autotuned");
 	}
 	r->lane[MR_LANE_LEFT].peer = s->left;
 	r->lane[MR_LANE_RIGHT].peer = s->right;

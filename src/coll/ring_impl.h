@@ -113,7 +113,7 @@ int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ..
 	MR_PRINTF(3, 4);
 /* If failed, copy the message to err and return MESHRUN_E_PEER; else 0. */
 int mr_ring_check_failed(struct mr_ring *r, struct meshrun_err *err);
-/* ring_io.c: send with MSG_NOSIGNAL, retrying on EINTR; -1/errno like send(2). */
+/* ring_io.c: non-blocking send that never raises SIGPIPE, retrying on EINTR; -1/errno like send(2). */
 ssize_t mr_ring_send_some(int fd, const void *buf, size_t len);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include "common/compat.h"
 #include "coll/ring_impl.h"
+#include "common/port.h"
 
 #include <sys/socket.h>
 
@@ -29,10 +30,5 @@ const char *mr_ring_peer_addr(const struct mr_ring *r, int rank)
 
 ssize_t mr_ring_send_some(int fd, const void *buf, size_t len)
 {
-	ssize_t n;
-
-	do
-		n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	return n;
+	return mr_send_nosig(fd, buf, len, MSG_DONTWAIT);
 }

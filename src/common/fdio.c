@@ -77,11 +77,6 @@ int mr_set_cloexec(int fd)
 	return fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
 }
 
-int mr_pipe_cloexec(int fds[2])
-{
-	return pipe2(fds, O_CLOEXEC);
-}
-
 void mr_close(int *fd)
 {
 	int saved = errno;

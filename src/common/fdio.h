@@ -12,6 +12,7 @@
 
 #include "common/compat.h"
 #include "common/buf.h"
+#include "common/port.h" /* mr_pipe_cloexec */
 #include "meshrun/err.h"
 
 ssize_t mr_read_full(int fd, void *buf, size_t n);
@@ -21,7 +22,6 @@ ssize_t mr_read_some(int fd, void *buf, size_t n);
 ssize_t mr_write_some(int fd, const void *buf, size_t n);
 int mr_set_nonblock(int fd, bool on);
 int mr_set_cloexec(int fd);
-int mr_pipe_cloexec(int fds[2]);
 /* close() that keeps errno and ignores fd < 0; sets *fd to -1. */
 void mr_close(int *fd);
 

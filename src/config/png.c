@@ -1,79 +1,49 @@
 /*
  * png.c - meshconfig --png FILE: the DOT graph rendered by GraphViz.
  *
- * `dot -Tpng -o FILE` runs as a child process with an argv (no shell, so FILE
- * may hold any character) and the DOT text on its stdin; its stderr is ours.
- * An exec failure comes back through a CLOEXEC pipe as the child's errno, so
- * "dot is not installed" is told apart from "dot failed".
+ * `dot -Tpng -o FILE` runs on this machine through the local hal (an argv, no
+ * shell, so FILE may hold any character) with the DOT text on its stdin. An
+ * exec failure comes back as MESHRUN_E_EXEC with the child's errno, so "dot is
+ * not installed" is told apart from "dot failed" (whose stderr is quoted).
  */
 #include "common/compat.h"
 #include "config/config_impl.h"
 #include "common/err.h"
-#include "common/fdio.h"
+#include "hal/hal.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#define PNG_TIMEOUT_MS 120000 /* a 256-host graph takes dot seconds, not minutes */
 
 int cfg_render_png(const struct mr_buf *dot, const char *path, struct meshrun_err *err)
 {
 	char *argv[] = { (char *)"dot", (char *)"-Tpng", (char *)"-o", (char *)path, NULL };
-	int in[2] = { -1, -1 }, rep[2] = { -1, -1 };
-	int child_errno = 0, status, rc = 0;
-	ssize_t n;
-	pid_t pid;
+	struct mr_hal_opts ho = { 0 };
+	struct mr_hal_cmd c = { 0 };
+	struct mr_hal *hal = NULL;
+	int rc;
 
-	if (mr_pipe_cloexec(in) < 0)
-		return mr_err_sys(err, "pipe");
-	if (mr_pipe_cloexec(rep) < 0) {
-		rc = mr_err_sys(err, "pipe");
-		goto out_close_in;
-	}
-	pid = fork();
-	if (pid < 0) {
-		rc = mr_err_sys(err, "fork");
-		goto out_close_rep;
-	}
-	if (pid == 0) {
-		int e;
+	ho.run_timeout_ms = PNG_TIMEOUT_MS;
+	if ((rc = mr_hal_new_local(&hal, &ho, err)) < 0)
+		return rc;
+	c.host = "127.0.0.1";
+	c.argv = argv;
+	c.stdin_data = dot->p;
+	c.stdin_len = dot->len;
+	rc = mr_hal_run(hal, &c, 1, err);
+	if (rc == 0 && c.hal_rc == MESHRUN_E_EXEC && c.err.sys_errno == ENOENT) {
+		rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
+				"--png: GraphViz 'dot' is not installed (Debian: apt-get install graphviz; macOS: brew install graphviz); --dot prints the graph instead");
+	} else if (rc == 0 && c.hal_rc < 0) {
+		rc = mr_err_set(err, MESHRUN_E_EXEC, "--png: %s", c.err.msg);
+	} else if (rc == 0 && !mr_hal_cmd_ok(&c)) {
+		char why[128];
 
-		if (dup2(in[0], STDIN_FILENO) >= 0)
-			execvp(argv[0], argv);
-		e = errno;
-		(void)!write(rep[1], &e, sizeof(e));
-		_exit(127);
+		while (c.errout.len && (c.errout.p[c.errout.len - 1] == '\n' || c.errout.p[c.errout.len - 1] == '\r'))
+			c.errout.p[--c.errout.len] = '\0';
+		rc = mr_err_set(err, MESHRUN_E_EXEC, "--png: 'dot -Tpng -o %s' failed (%s)%s%s", path,
+				mr_hal_cmd_describe(&c, why, sizeof(why)), c.errout.len ? ": " : "",
+				mr_buf_cstr(&c.errout));
 	}
-	mr_close(&in[0]);
-	mr_close(&rep[1]);
-	n = mr_read_full(rep[0], &child_errno, sizeof(child_errno));
-	if (n == (ssize_t)sizeof(child_errno)) {
-		rc = child_errno == ENOENT
-			     ? mr_err_set(err, MESHRUN_E_NOTFOUND,
-					  "--png: GraphViz 'dot' is not installed (Debian: apt-get install graphviz; macOS: brew install graphviz); --dot prints the graph instead")
-			     : mr_err_set(err, MESHRUN_E_EXEC, "--png: exec 'dot': %s",
-					  strerror(child_errno));
-	} else if (mr_write_full(in[1], dot->p, dot->len) < 0) {
-		rc = mr_err_sys(err, "--png: write the graph to 'dot'");
-	}
-	mr_close(&in[1]);
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			if (!rc)
-				rc = mr_err_sys(err, "waitpid 'dot'");
-			goto out_close_rep;
-		}
-	}
-	if (!rc && WIFEXITED(status) && WEXITSTATUS(status) != 0)
-		rc = mr_err_set(err, MESHRUN_E_EXEC, "--png: 'dot -Tpng -o %s' exited with status %d",
-				path, WEXITSTATUS(status));
-	else if (!rc && WIFSIGNALED(status))
-		rc = mr_err_set(err, MESHRUN_E_EXEC, "--png: 'dot' was killed by signal %d",
-				WTERMSIG(status));
-out_close_rep:
-	mr_close(&rep[0]);
-	mr_close(&rep[1]);
-out_close_in:
-	mr_close(&in[0]);
-	mr_close(&in[1]);
+	mr_hal_cmd_release(&c);
+	mr_hal_free(hal);
 	return rc;
 }

@@ -5,6 +5,7 @@
 #include "common/compat.h"
 #include "common/array.h"
 #include "common/err.h"
+#include "common/port.h"
 #include "common/shquote.h"
 #include "hal/hal_impl.h"
 
@@ -540,7 +541,7 @@ const char *mr_hal_cmd_describe(const struct mr_hal_cmd *cmd, char *buf, size_t 
 	if (cmd->hal_rc < 0) {
 		snprintf(buf, n, "%s", cmd->err.msg[0] ? cmd->err.msg : meshrun_strerror(cmd->hal_rc));
 	} else if (cmd->signal > 0) {
-		const char *d = sigdescr_np(cmd->signal);
+		const char *d = mr_sigdescr(cmd->signal);
 
 		snprintf(buf, n, "killed by signal %d (%s)", cmd->signal, d ? d : "unknown signal");
 	} else {

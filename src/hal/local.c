@@ -1,16 +1,8 @@
 /*
  * local.c - the local hal backend: fork/exec on this machine.
  *
- * Spawning follows libuv (uv__spawn_and_init_child) and git (start_command):
- *   - argv, envp and the program path are built in the parent before fork();
- *   - every signal is blocked around fork(), so no handler of ours runs in the
- *     child; the child resets every disposition to SIG_DFL, then its mask;
- *   - the child calls only async-signal-safe functions (sigaction, setpgid,
- *     fcntl, dup2, chdir, sigprocmask, execve, write, _exit);
- *   - a failed chdir/exec is written as {step, errno} into a CLOEXEC pipe; the
- *     parent reads that pipe until EOF (exec succeeded) or a report (failure),
- *     so "exec 'prog' failed: No such file or directory" is MESHRUN_E_EXEC,
- *     never an exit status of 127.
+ * Children are started by mr_spawn_child() (common/spawn.h: signals reset,
+ * exec errors reported as MESHRUN_E_EXEC, never as an exit status of 127).
  * Every child leads its own process group (setpgid in child and parent, as
  * shells do), so signals and kills reach its children too.
  *
@@ -19,7 +11,7 @@
  * with waitid(WNOWAIT) and only reaped after the group has been killed where
  * that is needed (timeouts, free), so its pgid cannot be reused meanwhile.
  *
- * stdin is a socketpair, not a pipe: send(MSG_NOSIGNAL) to a child that closed
+ * stdin is a socketpair, not a pipe: mr_send_nosig() to a child that closed
  * its stdin gives EPIPE instead of a process-wide SIGPIPE (a library must not
  * touch signal dispositions). stdout/stderr are pipes.
  *
@@ -27,7 +19,7 @@
  * read and delivered, then the pipes are closed: a background grandchild that
  * keeps them open does not keep the command alive.
  *
- * Like the ssh backend, the first child starts a watchdog (sh -c
+ * Like the ssh backend, the first child starts a watchdog (/bin/sh -c
  * mr_hal_watchdog_script, in a session of its own, stdin a socket from us):
  * every child's group is registered there while it lives, and if this process
  * dies without mr_hal_free() (SIGKILL), the EOF makes the watchdog kill those
@@ -37,6 +29,8 @@
 #include "common/array.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/port.h"
+#include "common/spawn.h"
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
@@ -45,25 +39,14 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define LOCAL_TICK_MS 20            /* exit check period without pidfds */
 #define LOCAL_CHUNK 65536
 #define LOCAL_DRAIN_READS 64        /* at most 4 MiB drained per stream after exit */
-
-enum child_step { STEP_DUP = 1, STEP_CHDIR, STEP_EXEC };
-
-struct child_report {
-	int step;
-	int errnum;
-};
 
 struct local_hal;
 
@@ -96,18 +79,6 @@ struct local_proc {
 #define to_local_hal(h) mr_container_of(h, struct local_hal, base)
 #define to_local_proc(p) mr_container_of(p, struct local_proc, base)
 
-/* Everything the child needs, prepared before fork(). */
-struct child_setup {
-	const char *path;
-	char *const *argv;
-	char *const *envp;
-	const char *cwd;
-	int fds[3];         /* become 0, 1, 2 */
-	int report_fd;
-	struct sigaction dfl;
-	sigset_t empty;
-};
-
 static void lchild_init(struct lchild *c)
 {
 	c->lh = NULL;
@@ -126,93 +97,11 @@ static void lchild_close_fds(struct lchild *c)
 	mr_close(&c->err_fd);
 }
 
-/* --- the child side: async-signal-safe only --- */
-
-static void __attribute__((noreturn)) child_fail(const struct child_setup *cs, int step)
-{
-	struct child_report r = { step, errno };
-	const char *p = (const char *)&r;
-	size_t left = sizeof(r);
-
-	while (left) {
-		ssize_t w = write(cs->report_fd, p, left);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		p += w;
-		left -= (size_t)w;
-	}
-	_exit(127);
-}
-
-static void __attribute__((noreturn)) child_exec(struct child_setup *cs)
-{
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			(void)sigaction(s, &cs->dfl, NULL); /* EINVAL for libc-internal ones */
-	(void)setpgid(0, 0);
-	/* Move sources out of 0..2 first so dup2 below cannot clobber one. */
-	for (int i = 0; i < 3; i++) {
-		if (cs->fds[i] < 3) {
-			cs->fds[i] = fcntl(cs->fds[i], F_DUPFD_CLOEXEC, 3);
-			if (cs->fds[i] < 0)
-				child_fail(cs, STEP_DUP);
-		}
-	}
-	for (int i = 0; i < 3; i++)
-		if (dup2(cs->fds[i], i) < 0)
-			child_fail(cs, STEP_DUP);
-	if (cs->cwd && chdir(cs->cwd) < 0)
-		child_fail(cs, STEP_CHDIR);
-	(void)sigprocmask(SIG_SETMASK, &cs->empty, NULL);
-	execve(cs->path, cs->argv, cs->envp);
-	child_fail(cs, STEP_EXEC);
-}
-
-/* --- the parent side --- */
-
-/* Find argv0 on PATH (as execvp would); NULL with errno when there is none. */
-static char *resolve_path(const char *argv0, const char *pathvar)
-{
-	const char *p;
-	int saved = ENOENT;
-
-	if (strchr(argv0, '/'))
-		return strdup(argv0);
-	if (!*argv0) {
-		errno = ENOENT;
-		return NULL;
-	}
-	p = pathvar ? pathvar : "/usr/local/bin:/usr/bin:/bin";
-	for (;;) {
-		const char *colon = strchrnul(p, ':');
-		size_t dlen = (size_t)(colon - p);
-		char *cand = NULL;
-		struct stat st;
-
-		if (asprintf(&cand, "%.*s%s%s", (int)dlen, p, dlen ? "/" : "", argv0) < 0)
-			return NULL;
-		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
-			if (access(cand, X_OK) == 0)
-				return cand;
-			saved = EACCES;
-		}
-		free(cand);
-		if (!*colon)
-			break;
-		p = colon + 1;
-	}
-	errno = saved;
-	return NULL;
-}
-
 /* envp = our environment with each "K=V" of env set on top. */
 static int build_env(struct mr_strvec *envp, char *const *env, const char *what,
 		     struct meshrun_err *err)
 {
-	if (mr_strvec_pushv(envp, environ) < 0)
+	if (mr_strvec_pushv(envp, mr_environ()) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "environment for %s: out of memory", what);
 	for (size_t i = 0; env && env[i]; i++) {
 		const char *eq = strchr(env[i], '=');
@@ -235,54 +124,40 @@ static int build_env(struct mr_strvec *envp, char *const *env, const char *what,
 
 static int open_pidfd(struct local_hal *lh, pid_t pid)
 {
-#ifdef SYS_pidfd_open
 	if (!lh->no_pidfd) {
-		int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+		int fd = mr_pidfd_open(pid);
 
 		if (fd >= 0)
-			return fd; /* pidfds are always close-on-exec */
+			return fd;
 		if (errno == ENOSYS || errno == EPERM)
 			lh->no_pidfd = true;
 	}
-#else
-	lh->no_pidfd = true;
-#endif
 	return -1;
 }
 
 /* Start the watchdog once; without one, children just lack the guard. */
 static int wd_start(struct local_hal *lh)
 {
-	char *argv[] = { "sh", "-c", (char *)mr_hal_watchdog_script, "meshrun-watchdog", NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, all;
+	char *argv[] = { "/bin/sh", "-c", (char *)mr_hal_watchdog_script, "meshrun-watchdog", NULL };
+	struct mr_spawn_opts so = { 0 };
 	int sv[2], rc;
 
 	if (lh->wd_tried)
 		return lh->wd_fd >= 0 ? 0 : -1;
 	lh->wd_tried = true;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+	if (mr_socketpair(AF_UNIX, SOCK_STREAM, MR_SOCK_CLOEXEC, sv) < 0)
 		return -1;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	posix_spawnattr_init(&at);
+	so.argv = argv;
+	so.what = "the local watchdog";
+	so.fds[0] = sv[1];
+	so.fds[1] = so.fds[2] = -1;
 	/* own session: a Ctrl-C or a kill of our process group leaves it to do its job */
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	rc = posix_spawn(&lh->wd_pid, "/bin/sh", &fa, &at, argv, environ);
-	posix_spawnattr_destroy(&at);
-	posix_spawn_file_actions_destroy(&fa);
+	so.flags = MR_SPAWN_SETSID;
+	rc = mr_spawn_child(&so, &lh->wd_pid, NULL);
 	mr_close(&sv[1]);
-	if (rc != 0) {
+	if (rc < 0) {
 		mr_close(&sv[0]);
 		lh->wd_pid = 0;
-		errno = rc;
 		return -1;
 	}
 	lh->wd_fd = sv[0];
@@ -302,9 +177,8 @@ static int wd_line(struct local_hal *lh, char op, const char *arg)
 		return -1;
 	}
 	for (int off = 0; off < n;) {
-		ssize_t w = send(lh->wd_fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
+		ssize_t w = mr_send_nosig(lh->wd_fd, line + off, (size_t)(n - off), 0);
+
 		if (w <= 0) {
 			mr_close(&lh->wd_fd);
 			return -1;
@@ -351,14 +225,10 @@ static int start_child(struct local_hal *lh, const char *host, char *const *argv
 		       char *const *env, const char *cwd, bool want_stdin, struct lchild *c,
 		       struct meshrun_err *err)
 {
-	struct child_setup cs;
+	struct mr_spawn_opts so = { 0 };
 	struct mr_strvec envp = MR_STRVEC_INIT;
 	char what[200], cmd[160];
-	char *path = NULL;
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, rep[2] = { -1, -1 };
-	struct child_report r;
-	sigset_t all, old;
-	ssize_t got;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	pid_t pid;
 	int rc = 0;
 
@@ -366,25 +236,18 @@ static int start_child(struct local_hal *lh, const char *host, char *const *argv
 	mr_hal_argv_summary(argv, cmd, sizeof(cmd));
 	snprintf(what, sizeof(what), "'%s' on '%s'", cmd, mr_hal_host_name(host));
 
-	memset(&cs, 0, sizeof(cs));
-	cs.argv = argv;
-	cs.envp = environ;
-	cs.cwd = cwd;
+	so.argv = argv;
+	so.cwd = cwd;
+	so.what = what;
+	so.flags = MR_SPAWN_SETPGID;
 	if (env && env[0]) {
 		rc = build_env(&envp, env, what, err);
 		if (rc < 0)
 			goto out;
-		cs.envp = envp.v;
+		so.envp = envp.v;
 	}
-	path = resolve_path(argv[0], envp.v ? mr_strvec_getenv(&envp, "PATH") : getenv("PATH"));
-	if (!path) {
-		rc = mr_err_errno(err, errno, MESHRUN_E_EXEC, "exec '%s' failed", argv[0]);
-		goto out;
-	}
-	cs.path = path;
-
 	if (want_stdin) {
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) {
+		if (mr_socketpair(AF_UNIX, SOCK_STREAM, MR_SOCK_CLOEXEC, in) < 0) {
 			rc = mr_err_sys(err, "socketpair for stdin of %s", what);
 			goto out;
 		}
@@ -397,48 +260,16 @@ static int start_child(struct local_hal *lh, const char *host, char *const *argv
 		}
 		mr_close(&in[1]);
 	}
-	if (mr_pipe_cloexec(out) < 0 || mr_pipe_cloexec(errp) < 0 || mr_pipe_cloexec(rep) < 0) {
+	if (mr_pipe_cloexec(out) < 0 || mr_pipe_cloexec(errp) < 0) {
 		rc = mr_err_sys(err, "pipe for %s", what);
 		goto out;
 	}
-	cs.fds[0] = in[0];
-	cs.fds[1] = out[1];
-	cs.fds[2] = errp[1];
-	cs.report_fd = rep[1];
-	cs.dfl.sa_handler = SIG_DFL;
-	sigemptyset(&cs.dfl.sa_mask);
-	sigemptyset(&cs.empty);
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0)
-		child_exec(&cs);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0) {
-		rc = mr_err_sys(err, "fork for %s", what);
+	so.fds[0] = in[0];
+	so.fds[1] = out[1];
+	so.fds[2] = errp[1];
+	rc = mr_spawn_child(&so, &pid, err);
+	if (rc < 0)
 		goto out;
-	}
-	(void)setpgid(pid, pid); /* the child does it too; whoever is first wins */
-	mr_close(&in[0]);
-	mr_close(&out[1]);
-	mr_close(&errp[1]);
-	mr_close(&rep[1]);
-
-	got = mr_read_full(rep[0], &r, sizeof(r));
-	if (got == (ssize_t)sizeof(r)) {
-		int st;
-
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-		if (r.step == STEP_CHDIR)
-			rc = mr_err_errno(err, r.errnum, MESHRUN_E_EXEC, "chdir to '%s' for %s failed", cwd, what);
-		else if (r.step == STEP_EXEC)
-			rc = mr_err_errno(err, r.errnum, MESHRUN_E_EXEC, "exec '%s' failed", argv[0]);
-		else
-			rc = mr_err_errno(err, r.errnum, MESHRUN_E_EXEC, "set up stdio of %s failed", what);
-		goto out;
-	}
 
 	c->pid = pid;
 	c->lh = lh;
@@ -463,9 +294,6 @@ out:
 	mr_close(&out[1]);
 	mr_close(&errp[0]);
 	mr_close(&errp[1]);
-	mr_close(&rep[0]);
-	mr_close(&rep[1]);
-	free(path);
 	mr_strvec_release(&envp);
 	return rc;
 }
@@ -581,9 +409,7 @@ static size_t write_chunk(int *fd, const char *data, size_t len)
 
 	if (*fd < 0 || len == 0)
 		return 0;
-	do
-		w = send(*fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (w < 0 && errno == EINTR);
+	w = mr_send_nosig(*fd, data, len, MSG_DONTWAIT);
 	if (w >= 0)
 		return (size_t)w;
 	if (errno != EAGAIN && errno != EWOULDBLOCK)

@@ -3,7 +3,8 @@
  * one poll loop that drives every connection (ssh_conn.c) and channel
  * (ssh_chan.c); ssh_impl.h maps the files.
  *
- *  - TCP_QUICKACK before every poll (sshd's Nagle would add ~40 ms per round).
+ *  - TCP_QUICKACK before every poll where the kernel has it (sshd's Nagle
+ *    would add ~40 ms per round).
  *
  * Remote command line: the login shell of the remote user gets
  *     echo MESHRUN-PGID=$$; [cd 'CWD' && ]exec [env 'K=V'...] 'ARGV0' 'ARGV1'...
@@ -20,6 +21,7 @@
 #include "common/compat.h"
 #include "hal/ssh_impl.h"
 #include "common/err.h"
+#include "common/port.h"
 #include "common/shquote.h"
 #include "common/timeutil.h"
 
@@ -129,11 +131,8 @@ static int add_conn_pollfds(struct ssh_hal *sh, struct mr_pollset *ps, bool mark
 		}
 		if (!ev)
 			continue;
-		if (c->state >= C_HANDSHAKE) {
-			int one = 1; /* cleared by the kernel after each ACK: set it every time */
-
-			setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
-		}
+		if (c->state >= C_HANDSHAKE)
+			(void)mr_tcp_quickack(c->fd); /* cleared by the kernel after each ACK: set it every time */
 		if (mr_pollset_add(ps, c->fd, ev) < 0)
 			return MESHRUN_E_NOMEM;
 		if (mark) {

@@ -11,6 +11,7 @@
 #include "hal/ssh_impl.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/port.h"
 #include "common/timeutil.h"
 #include "hal/ssh_hostkey.h"
 
@@ -250,7 +251,7 @@ static void conn_try_next_addr(struct conn *c)
 		getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof(host), NULL, 0, NI_NUMERICHOST);
 		snprintf(c->addr, sizeof(c->addr), ai->ai_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
 			 host, c->port);
-		c->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		c->fd = mr_socket(ai->ai_family, SOCK_STREAM, MR_SOCK_NONBLOCK | MR_SOCK_CLOEXEC);
 		if (c->fd < 0) {
 			saved = errno;
 			continue;

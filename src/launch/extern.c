@@ -10,13 +10,13 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
+#include "common/port.h"
+#include "common/spawn.h"
 #include "common/shquote.h"
 
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 static const char *const launcher_names[] = {
@@ -162,50 +162,6 @@ int mr_launch_mpi_ssh_arg(const char *ssh_config, const struct mr_strvec *mpi_ar
 
 /* --- running --- */
 
-/* The first executable NAME on PATH into buf; false when there is none. */
-static bool find_on_path(const char *name, char *buf, size_t n)
-{
-	const char *p = getenv("PATH");
-
-	while (p && *p) {
-		const char *e = strchr(p, ':');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		struct stat st;
-
-		snprintf(buf, n, "%.*s/%s", (int)len, len ? p : ".", name);
-		if (!stat(buf, &st) && S_ISREG(st.st_mode) && !access(buf, X_OK))
-			return true;
-		p = e ? e + 1 : NULL;
-	}
-	return false;
-}
-
-static long count_cpus(void)
-{
-	cpu_set_t set;
-
-	if (!sched_getaffinity(0, sizeof(set), &set))
-		return CPU_COUNT(&set);
-	return sysconf(_SC_NPROCESSORS_ONLN);
-}
-
-/* statfs f_type of filesystems that other hosts can mount (linux/magic.h). */
-static const char *network_fs_name(long type)
-{
-	static const struct { unsigned long magic; const char *name; } fs[] = {
-		{ 0x6969, "nfs" },	      { 0x517B, "smb" },	 { 0xFF534D42, "cifs" },
-		{ 0xFE534D42, "smb2" },	      { 0x0BD00BD0, "lustre" },	 { 0x47504653, "gpfs" },
-		{ 0x19830326, "beegfs" },     { 0x00C36400, "ceph" },	 { 0x5346414F, "afs" },
-		{ 0x01021997, "9p" },	      { 0x65735546, "fuse" },	 { 0x7461636F, "ocfs2" },
-		{ 0x01161970, "gfs2" },	      { 0x20030528, "orangefs" },
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(fs); i++)
-		if ((unsigned long)type == fs[i].magic)
-			return fs[i].name;
-	return NULL;
-}
-
 struct xjob {
 	const struct mr_launch_opts *o;
 	struct mr_launch_plan *plan;
@@ -242,9 +198,8 @@ static int write_rank_files(struct xjob *x, struct meshrun_err *err)
 {
 	const struct mr_launch_env *env = &x->plan->env;
 	const char *tmp = getenv("TMPDIR"), *shared = x->o->shared_dir;
-	char cwd[PATH_MAX], path[PATH_MAX];
-	struct statfs sf;
-	const char *fs;
+	char cwd[PATH_MAX], path[PATH_MAX], fs[64];
+	bool network;
 	int rc;
 
 	if (!env->nfiles)
@@ -256,22 +211,21 @@ static int write_rank_files(struct xjob *x, struct meshrun_err *err)
 	if (!shared || !*shared)
 		shared = getenv("MESHRUN_SHARED_DIR");
 	if (shared && *shared) {
-		if (statfs(shared, &sf) < 0)
+		if (mr_fs_type(shared, fs, sizeof(fs), &network) < 0)
 			return mr_err_sys(err, "shared directory '%s'", shared);
-		if (!network_fs_name(sf.f_type))
-			mr_warn("'%s' is on a local filesystem (type 0x%lx): ranks on other hosts read their files there, so it must hold the same files on every host",
-				shared, (unsigned long)sf.f_type);
+		if (!network)
+			mr_warn("'%s' is on a local filesystem (type %s): ranks on other hosts read their files there, so it must hold the same files on every host",
+				shared, fs);
 	} else {
 		if (!getcwd(cwd, sizeof(cwd)))
 			return mr_err_sys(err, "getcwd");
-		if (statfs(cwd, &sf) < 0)
+		if (mr_fs_type(cwd, fs, sizeof(fs), &network) < 0)
 			return mr_err_sys(err, "statfs '%s'", cwd);
-		fs = network_fs_name(sf.f_type);
-		if (!fs)
+		if (!network)
 			return mr_err_set(err, MESHRUN_E_USAGE,
-					  "--launcher %s with remote hosts: the %s backend's files must be readable on every host, but the working directory '%s' is on a local filesystem (type 0x%lx); run from a shared filesystem or name one with --shared-dir DIR",
+					  "--launcher %s with remote hosts: the %s backend's files must be readable on every host, but the working directory '%s' is on a local filesystem (type %s); run from a shared filesystem or name one with --shared-dir DIR",
 					  mr_launcher_name(x->plan->launcher),
-					  mr_backend_name(x->plan->backend), cwd, (unsigned long)sf.f_type);
+					  mr_backend_name(x->plan->backend), cwd, fs);
 		mr_info("job files go to '%s' (%s)", cwd, fs);
 		shared = cwd;
 	}
@@ -321,7 +275,7 @@ static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
 	if ((rc = write_in(x->tmp, "mpi-hosts", hosts.p, hosts.len, path, sizeof(path), err)) < 0)
 		goto out;
 	if (x->plan->backend == MR_BACKEND_MPI &&
-	    mr_launch_mpi_wants_yield(x->plan->hf, count_cpus(), &o->mpi_args,
+	    mr_launch_mpi_wants_yield(x->plan->hf, mr_cpu_count(), &o->mpi_args,
 				      getenv("OMPI_MCA_mpi_yield_when_idle"))) {
 		mr_info("more ranks than CPUs on a host: adding --mca mpi_yield_when_idle 1");
 		if (mr_strvec_push(&margs, "--mca mpi_yield_when_idle 1") < 0) {
@@ -403,11 +357,11 @@ int mr_launch_run_extern(const struct mr_launch_opts *o, struct mr_launch_plan *
 	struct mr_hal *hal = NULL;
 	struct mr_spawn sp = { 0 };
 	struct mr_sup sup;
-	char exe[PATH_MAX];
+	char *exe = NULL;
 	bool sup_ok = false;
 	int code = MR_LAUNCH_EXIT_FAIL;
 
-	if (!find_on_path(prog, exe, sizeof(exe))) {
+	if (!(exe = mr_which(prog, NULL))) {
 		mr_error("cannot start the ranks with %s: '%s' not found on PATH%s", prog, prog,
 			 plan->launcher == MR_LAUNCHER_SRUN && !o->launcher
 				 ? " (SLURM_JOB_ID is set, so meshrun hands the start to srun; --launcher meshrun starts ranks over ssh instead)"
@@ -466,5 +420,6 @@ out:
 	}
 	mr_strvec_release(&env);
 	mr_strvec_release(&argv);
+	free(exe);
 	return code;
 }

@@ -9,47 +9,27 @@
 #include "hal/hal.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/port.h"
+#include "common/spawn.h"
 
 #include <limits.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The first executable NAME on PATH, into buf; false when there is none. */
-static bool which(const char *name, char *buf, size_t n)
-{
-	const char *path = getenv("PATH");
-
-	if (!path || !*name || strchr(name, '/'))
-		return false;
-	while (*path) {
-		const char *e = strchr(path, ':');
-		size_t len = e ? (size_t)(e - path) : strlen(path);
-		struct stat st;
-
-		snprintf(buf, n, "%.*s/%s", (int)len, len ? path : ".", name);
-		if (!stat(buf, &st) && S_ISREG(st.st_mode) && !access(buf, X_OK))
-			return true;
-		if (!e)
-			break;
-		path = e + 1;
-	}
-	return false;
-}
-
 const char *mr_launch_python(const struct mr_launch_opts *o, char *buf, size_t n)
 {
+	char *found;
+
 	if (o->python)
 		return o->python;
-	if (which("python3", buf, n))
-		return buf;
-	return "python3";
-}
-
-static bool have_gpu(void)
-{
-	return !access("/proc/driver/nvidia/version", R_OK) || !access("/dev/nvidia0", F_OK);
+	found = mr_which("python3", NULL);
+	if (!found || (size_t)snprintf(buf, n, "%s", found) >= n) {
+		free(found);
+		return "python3";
+	}
+	free(found);
+	return buf;
 }
 
 static int nomem(struct meshrun_err *err)
@@ -101,7 +81,7 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 			   struct meshrun_err *err)
 {
 	const char *cmd0 = o->command.v[0];
-	char buf[PATH_MAX], pybuf[PATH_MAX];
+	char pybuf[PATH_MAX];
 	struct stat st;
 
 	if (!stat(cmd0, &st) && S_ISREG(st.st_mode)) {
@@ -118,12 +98,14 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 		free(abs);
 		if (rc)
 			return rc;
-	} else if (which(cmd0, buf, sizeof(buf))) {
-		if (mr_strvec_push(argv, buf) < 0)
-			return nomem(err);
-	} else if (mr_strvec_push(argv, cmd0) < 0) {
+	} else {
 		/* not here: the check on every host (or exec) says whether it exists there */
-		return nomem(err);
+		char *found = mr_which(cmd0, NULL);
+		int rc = mr_strvec_push(argv, found ? found : cmd0);
+
+		free(found);
+		if (rc < 0)
+			return nomem(err);
 	}
 	if (mr_strvec_pushv(argv, o->command.v + 1) < 0)
 		return nomem(err);
@@ -133,17 +115,8 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 static void make_token(char out[33])
 {
 	unsigned char r[16];
-	size_t got = 0;
 
-	while (got < sizeof(r)) {
-		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got < sizeof(r)) { /* no getrandom: time and pid are still unique per job */
+	if (mr_random_bytes(r, sizeof(r)) < 0) { /* time and pid are still unique per job */
 		uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
 		memcpy(r, &x, sizeof(x));
 	}
@@ -185,7 +158,7 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	if (!backend && plan->hf->backend && *plan->hf->backend)
 		backend = plan->hf->backend;
 	if (!backend)
-		backend = have_gpu() ? "nccl" : "ring";
+		backend = mr_have_nvidia_gpu() ? "nccl" : "ring";
 	if ((b = mr_backend_parse(backend)) < 0) {
 		rc = mr_err_set(err, MESHRUN_E_USAGE,
 				"%s: backend: unknown backend '%s' (ring, jaccl, jaccl-ring, nccl, mpi)",

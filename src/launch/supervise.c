@@ -3,6 +3,7 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
+#include "common/port.h"
 #include "common/timeutil.h"
 
 #include <signal.h>
@@ -79,7 +80,7 @@ static void on_output(struct mr_sup *s, struct mr_sup_rank *r, int stream, const
 		emit_lines(s, r, stream, data, len);
 		return;
 	}
-	nl = part->len ? memrchr(part->p, '\n', part->len) : NULL;
+	nl = part->len ? mr_memrchr(part->p, '\n', part->len) : NULL;
 	whole = nl ? (size_t)(nl - part->p) + 1 : 0;
 	if (whole) {
 		emit_lines(s, r, stream, part->p, whole);
