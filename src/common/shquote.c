@@ -48,6 +48,15 @@ int mr_shquote_argv(struct mr_buf *out, char *const *argv)
 	return 0;
 }
 
+int mr_shquote_sh_c(struct mr_buf *out, const char *script, char *const *args)
+{
+	if (mr_buf_puts(out, "exec " MR_SH_PATH " -c ") < 0 || mr_shquote(out, script) < 0)
+		return -1;
+	if (args && args[0] && (mr_buf_putc(out, ' ') < 0 || mr_shquote_argv(out, args) < 0))
+		return -1;
+	return 0;
+}
+
 bool mr_is_ifname(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;

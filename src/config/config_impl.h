@@ -96,8 +96,19 @@ struct mr_topo_plan;
 int cfg_setup_lines(const struct mr_topo_plan *p, size_t i, const char *host,
 		    struct mr_strvec *lines, struct meshrun_err *err);
 /*
+ * The script that applies host i's commands (each `sudo -n CMD >&2 || echo "fail
+ * K $?"`, then `echo done`), checked word by word as above, appended to script.
+ * POSIX sh: run as /bin/sh -c SCRIPT (tests run it under bash, dash and zsh).
+ */
+int cfg_setup_script(const struct mr_topo_plan *p, size_t i, const char *host,
+		     struct mr_buf *script, struct meshrun_err *err);
+/* The link check: `/bin/sh -c cfg_ping_script sh IF PEER_IP` (Linux or macOS ping). */
+extern const char cfg_ping_script[];
+/* tb.c: `netstat -rn -f inet` on a Mac, exit 1 elsewhere (/bin/sh -c). */
+extern const char cfg_routes_script[];
+/*
  * apply false: print every host's commands (on err). apply true: run them with
- * `sudo -n` on every host in parallel (one `sh -c` per host), then ping every
+ * `sudo -n` on every host in parallel (one `/bin/sh -c` per host), then ping every
  * planned peer through its interface. Returns an exit code.
  */
 int cfg_setup(struct cfg_run *c, const struct mr_topo_plan *p, bool apply);

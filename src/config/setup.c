@@ -2,7 +2,7 @@
  * setup.c - the setup commands of an IP plan: checked word by word, printed for a
  * person, or applied with `sudo -n` over the hal and verified with ping.
  *
- * Applying: one `sh -c SCRIPT` per host, all hosts in one parallel batch. SCRIPT
+ * Applying: one `/bin/sh -c SCRIPT` per host (never the login shell's syntax), all hosts in one parallel batch. SCRIPT
  * runs every command of the host in order (as MLX's "cmd ; cmd ; ..."), sends
  * their output to stderr, prints "fail K STATUS" on stdout for the K-th command
  * when it fails and "done" at the end, so a failure is pinned on one command
@@ -34,7 +34,7 @@
 
 static const char netmask30[] = "255.255.255.252";
 
-static const char ping_script[] =
+const char cfg_ping_script[] =
 	"if [ \"$(uname -s)\" = Linux ]; then exec ping -c 1 -W 1 -I \"$1\" \"$2\"; "
 	"else exec ping -c 1 -t 1 \"$2\"; fi";
 
@@ -106,8 +106,7 @@ int cfg_setup_lines(const struct mr_topo_plan *p, size_t i, const char *host,
 	return 0;
 }
 
-/* The script that applies host i's commands (see the top of the file). */
-static int host_script(const struct mr_topo_plan *p, size_t i, const char *host,
+int cfg_setup_script(const struct mr_topo_plan *p, size_t i, const char *host,
 		       struct mr_buf *script, struct meshrun_err *err)
 {
 	const struct mr_topo_host_cmds *hc = &p->cmds[i];
@@ -210,18 +209,18 @@ static int apply_setup(struct cfg_run *c, const struct mr_topo_plan *p, struct m
 
 	cfg_step(c, "applying the setup on every host");
 	for (size_t i = 0; i < n; i++) {
-		if (host_script(p, i, c->hosts[i].name, &scripts[i], &e) < 0) {
+		if (cfg_setup_script(p, i, c->hosts[i].name, &scripts[i], &e) < 0) {
 			cfg_error(c, "%s", e.msg);
 			rc = MR_CONFIG_EXIT_SETUP;
 			goto out;
 		}
-		argvs[i][0] = "sh";
+		argvs[i][0] = MR_SH_PATH;
 		argvs[i][1] = "-c";
 		argvs[i][2] = scripts[i].p ? scripts[i].p : "true";
 		argvs[i][3] = NULL;
 		cfg_cmd(c, &cmds[i], c->hosts[i].name, argvs[i]);
 		cfg_say(c, "Running auto setup for %s", c->hosts[i].name);
-		cfg_info(c, "%s: sh -c '%s'", c->hosts[i].name, argvs[i][2]);
+		cfg_info(c, "%s: %s -c '%s'", c->hosts[i].name, MR_SH_PATH, argvs[i][2]);
 	}
 	if (cfg_hal_run(c, cmds, n, &e) < 0) {
 		cfg_error(c, "setup: %s", e.msg);
@@ -276,9 +275,9 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 				rc = MR_CONFIG_EXIT_SETUP;
 				goto out;
 			}
-			pg->argv[0] = "sh";
+			pg->argv[0] = MR_SH_PATH;
 			pg->argv[1] = "-c";
-			pg->argv[2] = (char *)ping_script;
+			pg->argv[2] = (char *)cfg_ping_script;
 			pg->argv[3] = "sh";
 			pg->argv[4] = (char *)pg->ifname;
 			pg->argv[5] = (char *)pg->peer_ip;

@@ -9,7 +9,7 @@
  *   ipconfig getifaddr en0     the host's "en0" address, else exit 1 (none)
  *   ipconfig getifaddr en1     exit 1 (none)
  *   the routes (netstat)       exit 1, as on a non-Mac (the plan takes MLX's ranges)
- *   sh -c ...                  the setup scripts and ping checks: "done", exit 0
+ *   /bin/sh -c ...             the setup scripts and ping checks: "done", exit 0
  * so that --auto-setup runs its whole path (apply, verify) without changing
  * anything anywhere.
  */
@@ -82,9 +82,9 @@ int cfg_sim_hal(const char *dir, const struct mr_hal_opts *ho, struct mr_hal **o
 		{ "true", 0, NULL, NULL },
 		{ "sudo -n true", 0, NULL, NULL },
 		{ "ipconfig getifaddr *", 1, NULL, NULL },
-		{ "sh -c *", 0, "done\n", NULL },
-		/* after "sh -c *": answers added later are matched first */
-		{ "sh -c '[ \"$(uname -s)\" = Darwin ]*", 1, NULL, NULL },
+		{ "/bin/sh -c *", 0, "done\n", NULL },
+		/* after "/bin/sh -c *": answers added later are matched first */
+		{ "/bin/sh -c '[ \"$(uname -s)\" = Darwin ]*", 1, NULL, NULL },
 	};
 	struct mr_replay *rp = NULL;
 	int rc;

@@ -16,6 +16,7 @@
  */
 #include "common/compat.h"
 #include "common/err.h"
+#include "common/shquote.h"
 #include "common/xalloc.h"
 #include "config/config_impl.h"
 #include "topo/topo.h"
@@ -26,8 +27,8 @@ static char *const argv_sp[] = { "system_profiler", "SPThunderboltDataType", "-j
 static char *const argv_ns[] = { "networksetup", "-listallhardwareports", NULL };
 static char *const argv_ibv[] = { "ibv_devices", NULL };
 /* macOS only: Linux's netstat accepts these flags but prints another table. */
-#define ROUTES_SCRIPT "[ \"$(uname -s)\" = Darwin ] || exit 1; exec netstat -rn -f inet"
-static char *const argv_routes[] = { "sh", "-c", ROUTES_SCRIPT, NULL };
+const char cfg_routes_script[] = "[ \"$(uname -s)\" = Darwin ] || exit 1; exec netstat -rn -f inet";
+static char *const argv_routes[] = { MR_SH_PATH, "-c", (char *)cfg_routes_script, NULL };
 
 static const char *cmd_text(int k)
 {

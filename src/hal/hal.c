@@ -252,6 +252,11 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
 	}
 }
 
+/*
+ * POSIX sh only (dash, bash, zsh's sh mode and macOS's /bin/sh read it alike):
+ * $p is split into words on purpose, which zsh as a login shell would not do;
+ * mr_hal_watchdog_cmdline() runs it under /bin/sh for that reason.
+ */
 const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; set --; while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
@@ -261,6 +266,54 @@ const char mr_hal_watchdog_script[] =
 	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
 	"[ \"$p\" = ' ' ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
 	"[ $# = 0 ] || rm -rf -- \"$@\"; exit 0";
+
+/* $1 a signal name (TERM), $2 a process group; BSD and procps kill both take it. */
+const char mr_hal_kill_script[] = "kill -\"$1\" -\"$2\" 2>/dev/null; exit 0";
+
+int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd)
+{
+	struct mr_buf in = MR_BUF_INIT;
+	int rc = mr_buf_puts(&in, "echo " MR_HAL_PGID_MARKER "$$; ");
+
+	if (cwd) {
+		rc |= mr_buf_puts(&in, "cd ");
+		rc |= mr_shquote(&in, cwd);
+		rc |= mr_buf_puts(&in, " && ");
+	}
+	rc |= mr_buf_puts(&in, "exec ");
+	if (env && env[0]) {
+		rc |= mr_buf_puts(&in, "env ");
+		for (size_t i = 0; env[i]; i++) {
+			rc |= mr_shquote(&in, env[i]);
+			rc |= mr_buf_putc(&in, ' ');
+		}
+	}
+	rc |= mr_shquote_argv(&in, argv);
+	if (rc == 0)
+		rc = mr_shquote_sh_c(b, mr_buf_cstr(&in), NULL);
+	mr_buf_release(&in);
+	return rc ? -1 : 0;
+}
+
+int mr_hal_watchdog_cmdline(struct mr_buf *b)
+{
+	char *const args[] = { "meshrun-watchdog", NULL };
+
+	return mr_shquote_sh_c(b, mr_hal_watchdog_script, args);
+}
+
+int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid)
+{
+	char num[24];
+	char *const args[] = { "meshrun-kill", (char *)signame, num, NULL };
+
+	if (!signame || pgid <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	snprintf(num, sizeof(num), "%ld", pgid);
+	return mr_shquote_sh_c(b, mr_hal_kill_script, args);
+}
 
 int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 			  struct meshrun_err *err)

@@ -18,8 +18,11 @@
  *   -> mr_hal_free(hal)                        kills and reaps what is still running
  *
  * Commands are argv vectors. Remote backends turn them into one shell command line
- * with mr_shquote_argv() (the remote sshd hands it to the login shell); argv[0] may
- * be "sh" "-c" "..." for a real shell snippet. Nothing is ever pasted unquoted.
+ * with mr_hal_spawn_cmdline() below: the remote sshd hands it to the user's login
+ * shell (zsh on a Mac), which only sees `exec /bin/sh -c '...'`; everything else
+ * runs under /bin/sh. argv[0] may be MR_SH_PATH "-c" "..." for a real shell
+ * snippet (POSIX sh, BSD userland: no setsid, timeout or GNU long options).
+ * Nothing is ever pasted unquoted.
  *
  * Exit status is explicit: a command either exited (status 0..255), was killed by
  * a signal (signal > 0), or the backend failed (hal_rc < 0 with the error in err):
@@ -212,6 +215,28 @@ int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
  */
 int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 			  struct meshrun_err *err);
+
+/*
+ * The command lines the ssh backend sends (exposed so that tests can run them
+ * under bash, dash and zsh as login shells). Each is one simple command for the
+ * login shell, `exec /bin/sh -c 'SCRIPT' ARGS...` (mr_shquote_sh_c()), appended
+ * to b; 0, or -1 (ENOMEM; EINVAL for a bad kill).
+ *
+ *  spawn     echo MESHRUN-PGID=$$; [cd 'CWD' && ]exec [env 'K=V'...] 'ARGV0' ...
+ *            sshd starts each command after setsid() and exec keeps the pid, so
+ *            the marker line (stripped from stdout by the backend) carries the
+ *            process group of the whole command tree;
+ *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID" and "D/abs/dir"
+ *            lines on stdin; at EOF (we exited or died) it TERMs the registered
+ *            groups, KILLs them a second later, then removes the directories;
+ *  kill      mr_hal_kill_script: `kill -SIGNAME -PGID`, always exit 0.
+ */
+#define MR_HAL_PGID_MARKER "MESHRUN-PGID="
+extern const char mr_hal_watchdog_script[];
+extern const char mr_hal_kill_script[];
+int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);
+int mr_hal_watchdog_cmdline(struct mr_buf *b);
+int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid);
 
 /* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx);

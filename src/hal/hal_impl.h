@@ -124,14 +124,6 @@ struct mr_hal_ops {
 			      struct meshrun_err *err);
 };
 
-/*
- * The watchdog every local/ssh host runs (sh -c, stdin from us): lines "+PGID"
- * and "-PGID" register and forget a process group, "D/abs/dir" a directory;
- * at EOF (we exited or died) it TERMs the registered groups, KILLs them a
- * second later, then removes the directories.
- */
-extern const char mr_hal_watchdog_script[];
-
 /* A watched fd (mr_hal_watch_fd). */
 struct mr_hal_watch {
 	int fd;

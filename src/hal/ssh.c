@@ -6,7 +6,8 @@
  *  - TCP_QUICKACK before every poll where the kernel has it (sshd's Nagle
  *    would add ~40 ms per round).
  *
- * Remote command line: the login shell of the remote user gets
+ * Remote command lines (built in hal.c, see hal.h: the login shell of the remote
+ * user, zsh on a Mac, only gets `exec /bin/sh -c '...'`); a spawn runs
  *     echo MESHRUN-PGID=$$; [cd 'CWD' && ]exec [env 'K=V'...] 'ARGV0' 'ARGV1'...
  * sshd starts each command with setsid(), so $$ is the process group of the
  * whole command tree; the marker line is stripped from stdout. mr_proc_signal()
@@ -189,27 +190,6 @@ static int pump(struct ssh_hal *sh, int timeout_ms, bool watch, bool (*stop)(str
 	return 0;
 }
 
-static int build_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd)
-{
-	int rc = mr_buf_puts(b, "echo " PGID_MARKER "$$; ");
-
-	if (cwd) {
-		rc |= mr_buf_puts(b, "cd ");
-		rc |= mr_shquote(b, cwd);
-		rc |= mr_buf_puts(b, " && ");
-	}
-	rc |= mr_buf_puts(b, "exec ");
-	if (env && env[0]) {
-		rc |= mr_buf_puts(b, "env ");
-		for (size_t i = 0; env[i]; i++) {
-			rc |= mr_shquote(b, env[i]);
-			rc |= mr_buf_putc(b, ' ');
-		}
-	}
-	rc |= mr_shquote_argv(b, argv);
-	return rc ? -1 : 0;
-}
-
 static int check_env(const char *host, char *const *env, struct meshrun_err *err)
 {
 	for (size_t i = 0; env && env[i]; i++) {
@@ -231,11 +211,14 @@ static int check_env(const char *host, char *const *env, struct meshrun_err *err
 /* Ensure the host's watchdog exists (first spawn there). */
 static void ensure_watchdog(struct conn *c)
 {
-	struct job *w;
+	struct mr_buf line = MR_BUF_INIT;
+	struct job *w = NULL;
 
 	if (c->watchdog)
 		return;
-	w = mr_ssh_job_new(J_WATCHDOG, mr_hal_watchdog_script);
+	if (mr_hal_watchdog_cmdline(&line) == 0)
+		w = mr_ssh_job_new(J_WATCHDOG, mr_buf_cstr(&line));
+	mr_buf_release(&line);
 	if (!w)
 		return; /* best effort: the proc still runs, only the drop guard is missing */
 	mr_ssh_job_link(c, w, true);
@@ -275,7 +258,7 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 			continue;
 		}
 		mr_buf_reset(&line);
-		if (build_cmdline(&line, cmd->argv, NULL, NULL) < 0 ||
+		if (mr_hal_spawn_cmdline(&line, cmd->argv, NULL, NULL) < 0 ||
 		    !(j = mr_ssh_job_new(J_RUN, mr_buf_cstr(&line)))) {
 			cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_NOMEM, "'%s': out of memory", host);
 			continue;
@@ -372,7 +355,7 @@ static int ssh_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pr
 	if (rc < 0)
 		return rc;
 	p = calloc(1, sizeof(*p));
-	if (!p || build_cmdline(&line, sp->argv, sp->env, sp->cwd) < 0 ||
+	if (!p || mr_hal_spawn_cmdline(&line, sp->argv, sp->env, sp->cwd) < 0 ||
 	    !(j = mr_ssh_job_new(J_PROC, mr_buf_cstr(&line))))
 		goto nomem;
 	if (mr_proc_init(&p->base, hal, sp) < 0)

@@ -186,11 +186,12 @@ void mr_ssh_job_fail(struct job *j, int code, const char *fmt, ...)
 
 struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
 {
-	char line[96];
-	struct job *j;
+	struct mr_buf line = MR_BUF_INIT;
+	struct job *j = NULL;
 
-	snprintf(line, sizeof(line), "kill -%s -%ld 2>/dev/null; exit 0", mr_ssh_sig_name(sig), pgid);
-	j = mr_ssh_job_new(J_KILL, line);
+	if (mr_hal_kill_cmdline(&line, mr_ssh_sig_name(sig), pgid) == 0)
+		j = mr_ssh_job_new(J_KILL, mr_buf_cstr(&line));
+	mr_buf_release(&line);
 	if (!j)
 		return NULL;
 	j->in_closed = true;

@@ -30,7 +30,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 
-#define PGID_MARKER "MESHRUN-PGID="
+#define PGID_MARKER MR_HAL_PGID_MARKER
 #define PGID_SCAN_MAX 65536          /* give up looking for the marker after this */
 #define PROC_PENDING_MAX (4u << 20)  /* stop reading a proc's stream above this */
 #define CHAN_CAP_START 64            /* until sshd's MaxSessions refuses one */

@@ -95,6 +95,17 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		   struct meshrun_err *err);
 void mr_launch_plan_release(struct mr_launch_plan *plan);
 
+/*
+ * The check before launch, run on every remote host as
+ *   /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD [NAME CONTENT]...
+ * (POSIX sh; tests run it under bash, dash and zsh). Checks EXE (when not
+ * empty) and CWD (when not empty), exit 3 with a line per problem on stderr;
+ * makes the job directory under ${TMPDIR:-/tmp} when there are files (exit 4 if
+ * it cannot), and prints two lines: the directory (or "-") and whether DEFCWD
+ * (our own cwd) exists there (1 or 0).
+ */
+extern const char mr_launch_setup_script[];
+
 /* Run the job to its end; returns the exit code above. Prints its own errors. */
 int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan);
 

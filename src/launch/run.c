@@ -19,13 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/*
- * Runs on every host as: sh -c SCRIPT meshrun-setup EXE CWD DEFCWD [NAME CONTENT]...
- * Checks EXE (when not empty) and CWD (when not empty), makes the job directory
- * when there are files, and prints two lines: the directory (or "-") and whether
- * DEFCWD (our own cwd) exists there.
- */
-static const char setup_script[] =
+/* launch.h: run on every host as /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD ... */
+const char mr_launch_setup_script[] =
 	"exe=$1; cwd=$2; defcwd=$3; shift 3; bad=0\n"
 	"if [ -n \"$exe\" ] && ! command -v \"$exe\" >/dev/null 2>&1; then\n"
 	"  echo \"command '$exe' not found\" >&2; bad=1; fi\n"
@@ -116,8 +111,8 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		goto out;
 	}
 
-	if (mr_strvec_push(&argv, "sh") < 0 || mr_strvec_push(&argv, "-c") < 0 ||
-	    mr_strvec_push(&argv, setup_script) < 0 || mr_strvec_push(&argv, "meshrun-setup") < 0 ||
+	if (mr_strvec_push(&argv, MR_SH_PATH) < 0 || mr_strvec_push(&argv, "-c") < 0 ||
+	    mr_strvec_push(&argv, mr_launch_setup_script) < 0 || mr_strvec_push(&argv, "meshrun-setup") < 0 ||
 	    mr_strvec_push(&argv, j->o->verify_script ? j->plan->argv.v[0] : "") < 0 ||
 	    mr_strvec_push(&argv, j->o->verify_script && j->o->cwd ? j->o->cwd : "") < 0 ||
 	    mr_strvec_push(&argv, j->o->cwd ? "" : j->cwd) < 0) {
@@ -205,7 +200,7 @@ static bool local_has_command(const char *cmd)
 }
 
 /*
- * The same checks and files as setup_script, done in this process when every
+ * The same checks and files as mr_launch_setup_script, done in this process when every
  * rank is local: three fork/execs fewer per job (sh, mktemp, rm).
  */
 static int prepare_local(struct job *j, struct meshrun_err *err)

@@ -216,12 +216,12 @@ static void test_auto_setup_applies_and_verifies(void **state)
 		fail_msg("exit %d: %s", r.rc, r.err);
 	/* one setup script per host, in one batch, with sudo -n and checked words */
 	assert_int_equal(log_count(&r, "sudo -n ifconfig bridge0 down"), 4);
-	assert_int_equal(log_count(&r, "m1: sh -c 'sudo -n ifconfig bridge0 down"), 1);
+	assert_int_equal(log_count(&r, "m1: /bin/sh -c 'sudo -n ifconfig bridge0 down"), 1);
 	assert_int_equal(log_count(&r, "sudo -n ifconfig en2 inet 192.168.0.1 netmask 255.255.255.252"), 1);
 	assert_int_equal(log_count(&r, "sudo -n route change 192.168.0.2 -interface en2"), 1);
 	/* both ends of the 6 cables pinged through their interface */
 	assert_int_equal(log_count(&r, "ping -c 1"), 12);
-	assert_int_equal(log_count(&r, "m1: sh -c 'if"), 3);
+	assert_int_equal(log_count(&r, "m1: /bin/sh -c 'if"), 3);
 	assert_int_equal(log_count(&r, "' sh en2 192.168.0.2"), 1);
 	assert_contains(r.err, "Running auto setup for m4");
 	assert_contains(r.err, "ms)"); /* --verbose timings */
@@ -252,7 +252,7 @@ static void test_setup_command_fails(void **state)
 {
 	const char *args[] = { "--auto-setup", NULL };
 	const struct answer ans[] = {
-		{ "m2", "sh -c 'sudo*", 0, "fail 1 1\ndone\n", "ifconfig: SIOCAIFADDR: Invalid argument\n", 0, 0 },
+		{ "m2", "/bin/sh -c 'sudo*", 0, "fail 1 1\ndone\n", "ifconfig: SIOCAIFADDR: Invalid argument\n", 0, 0 },
 	};
 	struct result r;
 
@@ -269,7 +269,7 @@ static void test_route_change_failure_is_a_warning(void **state)
 {
 	const char *args[] = { "--auto-setup", NULL };
 	const struct answer ans[] = {
-		{ "m3", "sh -c 'sudo*", 0, "fail 2 1\ndone\n", "route: not in table\n", 0, 0 },
+		{ "m3", "/bin/sh -c 'sudo*", 0, "fail 2 1\ndone\n", "route: not in table\n", 0, 0 },
 	};
 	struct result r;
 
@@ -284,7 +284,7 @@ static void test_setup_script_cut_short(void **state)
 {
 	const char *args[] = { "--auto-setup", NULL };
 	const struct answer ans[] = {
-		{ "m4", "sh -c 'sudo*", 0, "", NULL, 0, MESHRUN_E_NOEXIT },
+		{ "m4", "/bin/sh -c 'sudo*", 0, "", NULL, 0, MESHRUN_E_NOEXIT },
 	};
 	struct result r;
 
@@ -300,7 +300,7 @@ static void test_ping_check_fails(void **state)
 {
 	const char *args[] = { "--auto-setup", NULL };
 	const struct answer ans[] = {
-		{ "m1", "sh -c 'if*", 1, "1 packets transmitted, 0 received\n", NULL, 0, 0 },
+		{ "m1", "/bin/sh -c 'if*", 1, "1 packets transmitted, 0 received\n", NULL, 0, 0 },
 	};
 	struct result r;
 
@@ -309,7 +309,7 @@ static void test_ping_check_fails(void **state)
 	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
 	assert_contains(r.err, "m1: en2: no answer from 192.168.0.2 (m2) after setup");
 	/* the 3 failing pings of m1 were tried a second time */
-	assert_int_equal(log_count(&r, "m1: sh -c 'if"), 6);
+	assert_int_equal(log_count(&r, "m1: /bin/sh -c 'if"), 6);
 	result_release(&r);
 }
 
@@ -428,7 +428,7 @@ static void test_routes_in_use_are_skipped(void **state)
 {
 	const char *args[] = { "--verbose", NULL };
 	const struct answer ans[] = {
-		{ "m1", "sh -c '[ \"$(uname -s)\" = Darwin ]*", 0,
+		{ "m1", "/bin/sh -c '[ \"$(uname -s)\" = Darwin ]*", 0,
 		  "Routing tables\n\nInternet:\n"
 		  "Destination        Gateway            Flags           Netif Expire\n"
 		  "default            10.0.1.254         UGScg             en0\n"
