@@ -16,6 +16,11 @@
 #                   "unreach" (10.231.0.250: nothing there, ConnectTimeout 2)
 #   MRH_HOSTS       "h1 h2 ... hN"
 #   MRH_NETNS_PREFIX  "mrh-" (namespace of hI is mrh-hI)
+#   MRH_ZSH_HOSTS   the hosts whose login shell is zsh, as on a Mac: the even ones
+#                   (h2, h4, ...) when zsh is installed, else none
+# The zsh hosts' sshd runs in a mount namespace of its own where a copy of
+# /etc/passwd with root's shell set to zsh is bind-mounted over /etc/passwd:
+# nothing on the machine changes, and it ends with that sshd.
 # Addresses: 10.231.0.0/24 only; the bridge holds 10.231.0.1.
 set -u
 
@@ -80,6 +85,9 @@ fail() {
 cleanup
 DIR=$(mktemp -d /tmp/mrh.XXXXXX)
 mkdir -p /run/sshd
+ZSH=$(command -v zsh 2>/dev/null || true)
+command -v unshare >/dev/null 2>&1 || ZSH=""
+ZSH_HOSTS=""
 
 ip link add "$BR" type bridge || fail "cannot create bridge $BR"
 ip addr add "$NET.1/24" dev "$BR"
@@ -138,7 +146,14 @@ for i in $(seq 1 "$N"); do
 	EOF
 	# -D: no daemon(), we keep the pid (cleanup kills it) and reap it. Its
 	# stdio is not ours: a daemon holding ctest's pipe would hang the test.
-	ip netns exec "$ns" /usr/sbin/sshd -D -f "$hd/sshd_config" -E "$hd/sshd.log" \
+	wrap=()
+	if [[ -n "$ZSH" && $((i % 2)) -eq 0 ]]; then
+		awk -F: -v OFS=: -v sh="$ZSH" '$1 == "root" { $7 = sh } 1' /etc/passwd >"$hd/passwd"
+		wrap=(unshare --mount --propagation private -- /bin/sh -c
+		      'mount --bind "$0" /etc/passwd && exec "$@"' "$hd/passwd")
+		ZSH_HOSTS="$ZSH_HOSTS $h"
+	fi
+	ip netns exec "$ns" "${wrap[@]}" /usr/sbin/sshd -D -f "$hd/sshd_config" -E "$hd/sshd.log" \
 		</dev/null >>"$hd/sshd.log" 2>&1 &
 	echo $! >"$hd/sshd.bgpid"
 	echo "$addr $(cut -d' ' -f1-2 "$hd/host_ed25519.pub")" >>"$DIR/known_hosts"
@@ -178,7 +193,18 @@ for i in $(seq 1 "$N"); do
 	[[ $ok -eq 1 ]] || fail "sshd of h$i does not answer on $addr:22: $(cat "$DIR/h$i/sshd.log" 2>/dev/null)"
 done
 
+# The zsh hosts run commands with zsh, the others with bash.
+for h in $HOSTS; do
+	v=$(ssh -F "$DIR/ssh_config" "$h" 'echo "${ZSH_VERSION:-none}"' 2>&1)
+	case " $ZSH_HOSTS " in
+	*" $h "*) [[ "$v" != none && -n "$v" ]] || fail "$h: login shell is not zsh (\$ZSH_VERSION: '$v')" ;;
+	*) [[ "$v" == none ]] || fail "$h: login shell is zsh, expected bash ('$v')" ;;
+	esac
+done
+[[ -n "$ZSH_HOSTS" ]] && echo "sshd_hosts.sh: login shell zsh on$ZSH_HOSTS"
+
 export MRH_DIR=$DIR
+export MRH_ZSH_HOSTS="${ZSH_HOSTS# }"
 export MRH_SSH_CONFIG=$DIR/ssh_config
 export MRH_HOSTS="${HOSTS# }"
 export MRH_NETNS_PREFIX=$PREFIX
