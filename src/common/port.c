@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -426,6 +427,87 @@ bool mr_have_nvidia_gpu(void)
 	/* the device node the driver creates; /proc's entry is a second witness
 	 * where there is a /proc (containers without /dev passthrough have it) */
 	return access("/dev/nvidia0", F_OK) == 0 || access("/proc/driver/nvidia/version", R_OK) == 0;
+}
+
+struct mr_input_relay {
+	pthread_t thread;
+	int src;      /* the caller's fd, read by the thread (not ours to close) */
+	int fds[2];   /* [0] returned to the caller, [1] written by the thread */
+};
+
+static void *relay_main(void *arg)
+{
+	struct mr_input_relay *r = arg;
+	char buf[4096];
+
+	for (;;) {
+		ssize_t n = read(r->src, buf, sizeof(buf)); /* a cancellation point */
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = mr_send_nosig(r->fds[1], buf + off, (size_t)(n - off), 0);
+
+			if (w < 0) /* the caller closed its end */
+				goto out;
+			off += w;
+		}
+	}
+out:
+	shutdown(r->fds[1], SHUT_WR); /* EOF to the reader; the fd is closed by free */
+	return NULL;
+}
+
+/* Does poll() report fd as unusable (POLLNVAL) although fd is open? */
+static bool poll_refuses(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLNVAL) && fcntl(fd, F_GETFD) >= 0;
+}
+
+int mr_pollable_input(int fd, int *out_fd, struct mr_input_relay **relay)
+{
+	struct mr_input_relay *r;
+	int rc;
+
+	*relay = NULL;
+	*out_fd = fd;
+	if (!(MR_PORTABLE_ONLY && isatty(fd)) && !poll_refuses(fd))
+		return 0;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -1;
+	r->src = fd;
+	if (mr_socketpair(AF_UNIX, SOCK_STREAM, MR_SOCK_CLOEXEC, r->fds) < 0) {
+		free(r);
+		return -1;
+	}
+	rc = pthread_create(&r->thread, NULL, relay_main, r);
+	if (rc != 0) {
+		close(r->fds[0]);
+		close(r->fds[1]);
+		free(r);
+		errno = rc;
+		return -1;
+	}
+	*out_fd = r->fds[0];
+	*relay = r;
+	return 0;
+}
+
+void mr_input_relay_free(struct mr_input_relay *r)
+{
+	if (!r)
+		return;
+	/* the thread may sit in read() on a terminal nobody types into */
+	pthread_cancel(r->thread);
+	pthread_join(r->thread, NULL);
+	close(r->fds[0]);
+	close(r->fds[1]);
+	free(r);
 }
 
 int mr_pidfd_open(pid_t pid)

@@ -91,7 +91,21 @@ int mr_pidfd_open(pid_t pid);
 /* Close every fd >= lowfd. Async-signal-safe: for a forked child before exec. */
 void mr_close_from(int lowfd);
 
-/* "linux" or "portable": which set of interfaces this build uses (for --version / logs). */
+/*
+ * A descriptor that poll() can wait on for fd's input. Where poll() works on
+ * fd, that is fd itself (*relay stays NULL). Where it does not (macOS's poll()
+ * answers POLLNVAL for a terminal, a character device: see its man page under
+ * BUGS), a thread reads fd and writes what it read into a socket pair whose
+ * other end is returned (libuv's select() thread for ttys solves the same).
+ * The relay's end of the pair closes at fd's EOF or error.
+ * mr_input_relay_free() stops the thread and closes the returned fd.
+ * The portable-only build relays every terminal, so Linux CI runs that path.
+ */
+struct mr_input_relay;
+int mr_pollable_input(int fd, int *out_fd, struct mr_input_relay **relay);
+void mr_input_relay_free(struct mr_input_relay *relay);
+
+/* "native" or "portable": which set of interfaces this build uses (for --version / logs). */
 const char *mr_port_flavour(void);
 
 #endif

@@ -213,11 +213,18 @@ static void close_rank_stdin(struct mr_sup_rank *r)
 	r->stdin_open = false;
 }
 
-static void stdin_eof(struct mr_sup *s)
+static void stdin_unwatch(struct mr_sup *s)
 {
 	if (s->stdin_watched)
-		mr_hal_unwatch_fd(s->hal, STDIN_FILENO);
+		mr_hal_unwatch_fd(s->hal, s->stdin_fd);
 	s->stdin_watched = false;
+	mr_input_relay_free(s->stdin_relay);
+	s->stdin_relay = NULL;
+}
+
+static void stdin_eof(struct mr_sup *s)
+{
+	stdin_unwatch(s);
 	for (size_t i = 0; i < s->nranks; i++)
 		close_rank_stdin(&s->ranks[i]);
 }
@@ -260,6 +267,7 @@ int mr_sup_init(struct mr_sup *s, struct mr_hal *hal, size_t nranks, bool tag,
 	s->kill_at = s->give_up_at = -1;
 	s->deadline = timeout_ms > 0 ? mr_now_ms() + timeout_ms : -1;
 	s->sig_fd = -1;
+	s->stdin_fd = STDIN_FILENO;
 	s->ranks = calloc(nranks ? nranks : 1, sizeof(*s->ranks));
 	if (!s->ranks)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
@@ -282,7 +290,9 @@ int mr_sup_init(struct mr_sup *s, struct mr_hal *hal, size_t nranks, bool tag,
 		sigaction(stop_signals[i], &sa, &saved_actions[i]);
 
 	if (mode != MR_STDIN_NONE) {
-		if (mr_hal_watch_fd(hal, STDIN_FILENO, on_stdin_readable, s) == 0)
+		if (mr_pollable_input(STDIN_FILENO, &s->stdin_fd, &s->stdin_relay) < 0)
+			return mr_err_sys(err, "forward stdin (terminal relay)");
+		if (mr_hal_watch_fd(hal, s->stdin_fd, on_stdin_readable, s) == 0)
 			s->stdin_watched = true;
 	}
 	return 0;
@@ -409,9 +419,7 @@ void mr_sup_release(struct mr_sup *s)
 		mr_close(&wfd);
 		mr_close(&s->sig_fd);
 	}
-	if (s->stdin_watched)
-		mr_hal_unwatch_fd(s->hal, STDIN_FILENO);
-	s->stdin_watched = false;
+	stdin_unwatch(s);
 	for (size_t i = 0; i < s->nranks; i++) {
 		struct mr_sup_rank *r = &s->ranks[i];
 

@@ -51,6 +51,8 @@ struct mr_sup {
 	bool tag;
 	enum mr_stdin_mode stdin_mode;
 	bool stdin_watched;
+	int stdin_fd;       /* what is watched: STDIN_FILENO, or a terminal relay's end */
+	struct mr_input_relay *stdin_relay; /* where poll() cannot watch stdin (macOS ttys) */
 	int64_t deadline;   /* --timeout, or -1 */
 	int64_t kill_at;    /* SIGKILL time once stopping, or -1 */
 	int64_t give_up_at; /* stop waiting for exits after KILL, or -1 */

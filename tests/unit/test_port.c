@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -212,6 +213,57 @@ static void test_close_from(void **state)
 	close(p[1]);
 }
 
+/* A terminal's input through mr_pollable_input(): the fd itself where poll()
+ * works on terminals, a relay in the portable build (as on macOS). */
+static void test_pollable_tty(void **state)
+{
+	struct mr_input_relay *relay = NULL;
+	struct pollfd p;
+	char buf[16];
+	int m, s, fd;
+	ssize_t n;
+
+	(void)state;
+	m = posix_openpt(O_RDWR | O_NOCTTY);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0) {
+		skip(); /* no ptys in this container */
+	}
+	s = open(ptsname(m), O_RDWR | O_NOCTTY);
+	assert_true(s >= 0);
+	assert_int_equal(mr_pollable_input(s, &fd, &relay), 0);
+	if (portable()) {
+		assert_non_null(relay);
+		assert_int_not_equal(fd, s);
+	} else {
+		assert_null(relay);
+		assert_int_equal(fd, s);
+	}
+	assert_int_equal(write(m, "hi\n", 3), 3);
+	p.fd = fd;
+	p.events = POLLIN;
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_true(p.revents & POLLIN);
+	n = read(fd, buf, sizeof(buf));
+	assert_int_equal(n, 3);
+	assert_memory_equal(buf, "hi\n", 3);
+	/* the relay thread now waits in read() on the terminal: free must end it */
+	mr_input_relay_free(relay);
+	close(s);
+	close(m);
+
+	/* a pipe: poll() works on it everywhere, so no relay */
+	{
+		int pp[2];
+
+		assert_int_equal(mr_pipe_cloexec(pp), 0);
+		assert_int_equal(mr_pollable_input(pp[0], &fd, &relay), 0);
+		assert_null(relay);
+		assert_int_equal(fd, pp[0]);
+		close(pp[0]);
+		close(pp[1]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -222,6 +274,7 @@ int main(void)
 		cmocka_unit_test(test_strings_and_signals),
 		cmocka_unit_test(test_system),
 		cmocka_unit_test(test_close_from),
+		cmocka_unit_test(test_pollable_tty),
 	};
 
 	printf("port flavour: %s\n", mr_port_flavour());

@@ -145,6 +145,17 @@ stdin)
 		sort >"$D/out0" || fail "--stdin 0: exit code $?"
 	printf '[rank 0 127.0.0.1] got:only zero\n[rank 1 127.0.0.1] got:none\n[rank 2 127.0.0.1] got:none\n' >"$D/want0"
 	cmp -s "$D/out0" "$D/want0" || fail "--stdin 0: $(cat "$D/out0")"
+	# a terminal on stdin (script(1) gives meshrun a pty): what is typed reaches
+	# every rank (macOS's poll() refuses ttys; the portable build relays them)
+	if command -v script >/dev/null 2>&1; then
+		(sleep 1; printf 'typed on a tty\n'; sleep 2) |
+			script -qec "'$MESHRUN' -n 2 --tag-output -- sh -c 'read -r l; echo got:\$l'" /dev/null |
+			tr -d '\r' | grep '^\[rank' | sort >"$D/outtty" || fail "tty stdin: exit code $?"
+		printf '[rank %s 127.0.0.1] got:typed on a tty\n' 0 1 >"$D/wanttty"
+		cmp -s "$D/outtty" "$D/wanttty" || fail "tty stdin did not reach every rank: $(cat "$D/outtty")"
+	else
+		echo "note: no script(1): the terminal case is not run"
+	fi
 	check_no_process_left 0
 	;;
 lines)
