@@ -12,6 +12,8 @@
 #               (as docs/contracts.md says), and is silent in a log
 #   contracts   the generated blocks of docs/contracts.md (the environment tables
 #               from src/common/envmap.h) equal what the build generated
+#   layers      every #include under src/ and sim/ names only the modules that
+#               docs/architecture.md's table allows its module (calls go down)
 #   progress-sim  the same for meshsim up, and meshconfig over its sshd (root;
 #               cluster "docsp")
 set -u
@@ -28,6 +30,25 @@ need_generated() {
 }
 
 case $mode in
+layers)
+	table=$(grep -E '^\| `(src/[a-z]+|sim)` \|' "$src/docs/architecture.md")
+	[ -n "$table" ] || fail "docs/architecture.md: no module table"
+	bad=0 n=0
+	while IFS='|' read -r _ mod _ allowed _; do
+		mod=$(echo "$mod" | tr -d ' `') own=${mod##*/}
+		[ -d "$src/$mod" ] || fail "docs/architecture.md names '$mod', which is not a folder"
+		while IFS=: read -r file inc; do
+			dep=$(echo "$inc" | sed -E 's/.*#include "([a-z_]+)\/.*/\1/')
+			n=$((n + 1))
+			case " $own $allowed " in
+			*" $dep "*) ;;
+			*) echo "FAIL: ${file#$src/}: includes $dep/, which $mod may not (docs/architecture.md)"; bad=1 ;;
+			esac
+		done < <(grep -rHE '^#include "[a-z_]+/' "$src/$mod" --include='*.c' --include='*.h')
+	done <<<"$table"
+	[ $bad = 0 ] || exit 1
+	echo "ok: $n project includes follow docs/architecture.md's layers"
+	;;
 reference)
 	need_generated
 	for t in $tools; do
