@@ -9,11 +9,14 @@ static const struct {
 	const char *name, *usage, *summary, *trailer;
 } subs[MR_SIM_NSUB] = {
 	[MR_SIM_UP] = {
-		"up", "meshsim up FIXTURE_DIR|TOPOLOGY [--name NAME]", "bring a cluster up (root)",
+		"up", "meshsim up FIXTURE_DIR|TOPOLOGY [--name NAME] [--pretend-rdma]",
+		"bring a cluster up (root)",
 		"Brings up one network namespace and sshd per host of the fixture folder\n"
 		"(or of a generated topology: mesh:4, ring:8,cables=2, ...). Needs root.\n"
 		"On a terminal one line shows the step and the hosts done so far; in a log\n"
-		"each finished step is one [INFO] line.\n",
+		"each finished step is one [INFO] line.\n"
+		"ibv_devices lists a host's RDMA devices only where soft-RoCE made them\n"
+		"(the kernel has rdma_rxe); one line names the hosts without RDMA and why.\n",
 	},
 	[MR_SIM_DOWN] = {
 		"down", "meshsim down [NAME]", "remove everything it made",
@@ -32,9 +35,13 @@ static const struct {
 	},
 	[MR_SIM_FAULT] = {
 		"fault", "meshsim fault [--name NAME] FAULT ARGS",
-		"unplug/plug, stop/start, nosudo/sudo, latency",
+		"unplug/plug, recable, stop/start, nosudo/sudo, latency",
 		"Faults:\n"
-		"  unplug HOST:IF | plug HOST:IF   cable down/up (both ends)\n"
+		"  unplug HOST:IF | plug HOST:IF   cable pulled/plugged in (both ends: no carrier,\n"
+		"                                   'status: inactive', an empty receptacle in\n"
+		"                                   system_profiler)\n"
+		"  recable HOST:IF HOST:IF          a cable between these two ports (the cables\n"
+		"                                   there before are removed)\n"
 		"  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
 		"  nosudo HOST | sudo HOST          sudo fails as 'sudo -n' does / works again\n"
 		"  latency HOST:IF DELAY            tc netem delay on that end (0 removes it)\n"
@@ -56,6 +63,9 @@ void mr_sim_sub_opts(enum mr_sim_sub sub, struct mr_sim_args *a, struct mr_opt *
 			MR_OPT_STRING_D('n', "name", &a->name, "NAME", MR_SIM_DEFAULT_NAME,
 					"cluster name: namespaces NAME-<host>, state in "
 					"$MESHSIM_STATE_DIR/NAME"),
+			MR_OPT_BOOL(0, "pretend-rdma", &a->pretend_rdma,
+				    "ibv_devices lists the fixture's RDMA devices even where none "
+				    "exist (topology verdicts only: jaccl jobs fail)"),
 			MR_OPT_END(),
 		},
 		[MR_SIM_DOWN] = { MR_OPT_END() },

@@ -19,8 +19,9 @@
 struct mr_sim_args {
 	const char *name;   /* --name NAME (up, exec, fault) */
 	const char *output; /* --output DIR (gen) */
+	bool pretend_rdma;  /* --pretend-rdma (up) */
 };
-#define MR_SIM_ARGS_INIT { MR_SIM_DEFAULT_NAME, NULL }
+#define MR_SIM_ARGS_INIT { MR_SIM_DEFAULT_NAME, NULL, false }
 
 enum mr_sim_sub { MR_SIM_UP, MR_SIM_DOWN, MR_SIM_STATUS, MR_SIM_EXEC, MR_SIM_FAULT, MR_SIM_GEN,
 		  MR_SIM_NSUB };

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,10 +15,12 @@
 #include "common/log.h"
 #include "common/num.h"
 #include "common/opt.h"
+#include "common/shquote.h"
 #include "common/timeutil.h"
 #include "common/xalloc.h"
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
+#include "sim/live.h"
 #include "sim/net.h"
 #include "sim/plan.h"
 #include "sim/proc.h"
@@ -164,8 +167,9 @@ int mr_sim_cmd_status(int argc, char **argv)
 	printf("cluster %s: %zu hosts, %zu cables, management 10.230.%u.0/24 (bridge %s-br)\n",
 	       st->name, st->cluster->nhosts, st->cluster->ncables, st->subnet, st->name);
 	printf("source: %s\nstate: %s\nssh: ssh -F %s/ssh_config HOST\n", st->fixture, state, state);
-	printf("soft-RoCE: %s\n", st->rxe ? "rdma_<if> devices on the cables of RDMA hosts"
-					   : st->rxe_note ? st->rxe_note : "no");
+	printf("soft-RoCE: %s%s\n", st->rxe ? "rdma_<if> devices on the cables of RDMA hosts"
+					     : st->rxe_note ? st->rxe_note : "no",
+	       st->pretend_rdma ? " (--pretend-rdma: ibv_devices lists the fixture's devices anyway)" : "");
 	printf("hosts:\n");
 	for (size_t i = 0; i < st->cluster->nhosts; i++) {
 		const char *h = st->cluster->hosts[i].name;
@@ -310,31 +314,269 @@ static int find_port(struct fault_ctx *f, const char *arg, size_t *host, size_t 
 	return 0;
 }
 
+/* "h1:en3" -> host index and interface name (no cable needed). */
+static int parse_port(struct fault_ctx *f, const char *arg, size_t *host, char *ifn, size_t ifn_len,
+		      struct meshrun_err *err)
+{
+	const char *colon = strchr(arg, ':');
+	char *h;
+	ssize_t hi;
+
+	if (!colon || !mr_is_ifname(colon + 1) || strlen(colon + 1) >= ifn_len)
+		return mr_err_set(err, MESHRUN_E_USAGE, "'%s': expected HOST:INTERFACE", arg);
+	h = xstrndup(arg, (size_t)(colon - arg));
+	hi = mr_sim_cluster_find_host(f->st->cluster, h);
+	free(h);
+	if (hi < 0)
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no such host in cluster '%s'", arg,
+				  f->name);
+	*host = (size_t)hi;
+	snprintf(ifn, ifn_len, "%s", colon + 1);
+	return 0;
+}
+
+static bool has_str(const struct mr_strvec *v, const char *s)
+{
+	for (size_t i = 0; i < v->nr; i++)
+		if (!strcmp(v->v[i], s))
+			return true;
+	return false;
+}
+
+/* Whether ifn in namespace ns is administratively up (false when absent). */
+static bool link_admin_up(const char *ns, const char *ifn)
+{
+	struct mr_buf out = MR_BUF_INIT;
+	bool up = false;
+
+	if (mr_sim_run(&out, NULL, "link state", "ip", "-n", ns, "-o", "link", "show", "dev", ifn,
+		       NULL) == 0) {
+		const char *s = mr_buf_cstr(&out), *lt = strchr(s, '<'), *gt = lt ? strchr(lt, '>') : NULL;
+		for (const char *p = lt; p && p < gt; p = strpbrk(p + 1, ",>"))
+			up |= !strncmp(p + 1, "UP", 2) && (p[3] == ',' || p[3] == '>');
+	}
+	mr_buf_release(&out);
+	return up;
+}
+
+static char *unplug_marker(const struct fault_ctx *f, size_t host, const char *ifn)
+{
+	return xasprintf("%s/%s/live/unplugged/%s", f->state, f->st->cluster->hosts[host].name, ifn);
+}
+
+/*
+ * unplug: each end keeps its administrative state in its marker (live.h) and
+ * goes down, so neither end has a carrier whatever the shims do; plug: each end
+ * gets that state back. Then system_profiler shows the receptacles as they are.
+ */
 static int fault_link(struct fault_ctx *f, const char *arg, bool up, struct meshrun_err *err)
 {
 	const struct mr_sim_cluster *c = f->st->cluster;
 	const struct mr_sim_cable *k;
 	size_t h, ci;
 	int side, rc;
-	char *na, *nb, *key;
+	char *key;
 
 	rc = find_port(f, arg, &h, &ci, &side, err);
 	if (rc < 0)
 		return rc;
 	k = &c->cables[ci];
-	na = mr_sim_ns_name(f->name, c->hosts[k->a].name);
-	nb = mr_sim_ns_name(f->name, c->hosts[k->b].name);
-	rc = mr_sim_run(NULL, err, "set link", "ip", "-n", na, "link", "set", "dev", k->a_if,
-			up ? "up" : "down", NULL);
-	if (rc == 0)
-		rc = mr_sim_run(NULL, err, "set link", "ip", "-n", nb, "link", "set", "dev", k->b_if,
-				up ? "up" : "down", NULL);
+	for (int s = 0; s < 2 && rc == 0; s++) {
+		size_t hi = s ? k->b : k->a;
+		const char *ifn = s ? k->b_if : k->a_if;
+		char *ns = mr_sim_ns_name(f->name, c->hosts[hi].name), *mark = unplug_marker(f, hi, ifn);
+		struct mr_buf was = MR_BUF_INIT;
+		struct stat sb;
+
+		if (!up) {
+			if (stat(mark, &sb) < 0) {
+				const char *st = link_admin_up(ns, ifn) ? "up\n" : "down\n";
+				rc = mr_write_file(mark, st, strlen(st), 0644, err);
+			}
+			if (rc == 0)
+				rc = mr_sim_run(NULL, err, "set link", "ip", "-n", ns, "link", "set", "dev",
+						ifn, "down", NULL);
+		} else {
+			bool back_up = mr_read_file(mark, 64, &was, NULL) < 0 ||
+				       strncmp(mr_buf_cstr(&was), "down", 4) != 0;
+			rc = mr_sim_run(NULL, err, "set link", "ip", "-n", ns, "link", "set", "dev", ifn,
+					back_up ? "up" : "down", NULL);
+			if (rc == 0 && unlink(mark) < 0 && errno != ENOENT)
+				rc = mr_err_sys(err, "remove '%s'", mark);
+		}
+		mr_buf_release(&was);
+		free(mark);
+		free(ns);
+	}
 	key = xasprintf("unplug %s:%s", c->hosts[k->a].name, k->a_if);
 	if (rc == 0)
 		rc = mr_sim_faults_update(f->state, key, up ? NULL : key, err);
+	if (rc == 0)
+		rc = mr_sim_live_refresh(f->state, f->st, err);
 	free(key);
-	free(na);
-	free(nb);
+	return rc;
+}
+
+/* Host h's Thunderbolt ports, from the fixture copy in the state folder. */
+static int host_ports(struct fault_ctx *f, size_t h, struct mr_strvec *out, struct meshrun_err *err)
+{
+	struct mr_sim_host host = f->st->cluster->hosts[h];
+	struct mr_buf sp = MR_BUF_INIT, hw = MR_BUF_INIT;
+	char *p = xasprintf("%s/%s/fixture/system_profiler.json", f->state, host.name);
+	int rc = mr_read_file(p, 64 << 20, &sp, err);
+
+	free(p);
+	p = xasprintf("%s/%s/fixture/networksetup.txt", f->state, host.name);
+	if (rc == 0)
+		rc = mr_read_file(p, 1 << 20, &hw, err);
+	free(p);
+	host.sp_json = mr_buf_cstr(&sp);
+	host.sp_len = sp.len;
+	host.hwports = mr_buf_cstr(&hw);
+	if (rc == 0)
+		rc = mr_sim_live_ports(&host, out, err);
+	mr_buf_release(&sp);
+	mr_buf_release(&hw);
+	return rc;
+}
+
+/* Remove cable ci: its veth pair, its faults, its markers; the array shrinks. */
+static int remove_cable(struct fault_ctx *f, size_t ci, struct meshrun_err *err)
+{
+	struct mr_sim_cluster *c = f->st->cluster;
+	const struct mr_sim_cable *k = &c->cables[ci];
+	char *ns = mr_sim_ns_name(f->name, c->hosts[k->a].name), *key;
+	int rc;
+
+	/* deleting one end of a veth pair deletes both (and their rxe devices) */
+	rc = mr_sim_run(NULL, err, "remove cable", "ip", "-n", ns, "link", "del", "dev", k->a_if, NULL);
+	key = xasprintf("unplug %s:%s", c->hosts[k->a].name, k->a_if);
+	if (rc == 0)
+		rc = mr_sim_faults_update(f->state, key, NULL, err);
+	free(key);
+	for (int s = 0; s < 2 && rc == 0; s++) {
+		size_t h = s ? k->b : k->a;
+		const char *ifn = s ? k->b_if : k->a_if;
+		char *mark = unplug_marker(f, h, ifn);
+		key = xasprintf("latency %s:%s", c->hosts[h].name, ifn);
+		rc = mr_sim_faults_update(f->state, key, NULL, err);
+		if (rc == 0 && unlink(mark) < 0 && errno != ENOENT)
+			rc = mr_err_sys(err, "remove '%s'", mark);
+		free(key);
+		free(mark);
+	}
+	free(ns);
+	if (rc == 0) {
+		memmove(&c->cables[ci], &c->cables[ci + 1], (c->ncables - ci - 1) * sizeof(*c->cables));
+		c->ncables--;
+	}
+	return rc;
+}
+
+/* One end of a new cable: into bridge0 while that is up (as a Mac's Thunderbolt
+ * Bridge takes a new port), up, and its soft-RoCE device where the host has one. */
+static int attach_end(struct fault_ctx *f, size_t h, const char *ifn, struct meshrun_err *err)
+{
+	const struct mr_sim_host *host = &f->st->cluster->hosts[h];
+	char *ns = mr_sim_ns_name(f->name, host->name), *dev = xasprintf("rdma_%s", ifn);
+	int rc = 0;
+
+	if (link_admin_up(ns, "bridge0"))
+		rc = mr_sim_run(NULL, err, "cable into bridge0", "ip", "-n", ns, "link", "set", "dev",
+				ifn, "master", "bridge0", NULL);
+	if (rc == 0)
+		rc = mr_sim_run(NULL, err, "cable up", "ip", "-n", ns, "link", "set", "dev", ifn, "up",
+				NULL);
+	if (rc == 0 && host->rdma_live && has_str(&host->rdma, dev))
+		rc = mr_sim_run(NULL, err, "soft-RoCE", "ip", "netns", "exec", ns, "rdma", "link",
+				"add", dev, "type", "rxe", "netdev", ifn, NULL);
+	free(dev);
+	free(ns);
+	return rc;
+}
+
+/*
+ * recable A:IA B:IB: the cables on those two ports (if any) are taken out and
+ * one cable joins them: a new veth pair, seen by both system_profilers.
+ */
+static int fault_recable(struct fault_ctx *f, const char *pa, const char *pb,
+			 struct meshrun_err *err)
+{
+	struct mr_sim_cluster *c = f->st->cluster;
+	struct mr_strvec ports = MR_STRVEC_INIT;
+	struct mr_buf b = MR_BUF_INIT;
+	size_t h[2];
+	char ifn[2][16], *nsa = NULL, *nsb = NULL, *p;
+	ssize_t k0, k1;
+	int rc;
+
+	rc = parse_port(f, pa, &h[0], ifn[0], sizeof(ifn[0]), err);
+	if (rc == 0)
+		rc = parse_port(f, pb, &h[1], ifn[1], sizeof(ifn[1]), err);
+	if (rc < 0)
+		return rc;
+	if (h[0] == h[1])
+		return mr_err_set(err, MESHRUN_E_USAGE, "'%s' and '%s': a cable joins two hosts", pa,
+				  pb);
+	for (int s = 0; s < 2; s++) {
+		mr_strvec_release(&ports);
+		mr_buf_reset(&b);
+		rc = host_ports(f, h[s], &ports, err);
+		for (size_t i = 0; i < ports.nr; i++)
+			mr_buf_printf(&b, "%s%s", i ? ", " : "", ports.v[i]);
+		if (rc == 0 && (!has_str(&ports, ifn[s]) || mr_sim_ifname_reserved(ifn[s])))
+			rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
+					"'%s': not a Thunderbolt port of %s (its fixture has: %s)",
+					s ? pb : pa, c->hosts[h[s]].name, b.len ? mr_buf_cstr(&b) : "none");
+		if (rc < 0)
+			goto out;
+	}
+	k0 = mr_sim_cluster_find_cable(c, h[0], ifn[0], NULL);
+	k1 = mr_sim_cluster_find_cable(c, h[1], ifn[1], NULL);
+	if (k0 >= 0 && k0 == k1) {
+		printf("meshsim: %s and %s are already cabled\n", pa, pb);
+		goto out;
+	}
+	/* the higher index first: removing it leaves the other's index as it was */
+	if (k0 >= 0 && k1 >= 0 && k1 > k0) {
+		rc = remove_cable(f, (size_t)k1, err);
+		k1 = -1;
+	}
+	if (rc == 0 && k0 >= 0)
+		rc = remove_cable(f, (size_t)k0, err);
+	if (rc == 0 && k1 >= 0)
+		rc = remove_cable(f, (size_t)k1, err);
+	nsa = mr_sim_ns_name(f->name, c->hosts[h[0]].name);
+	nsb = mr_sim_ns_name(f->name, c->hosts[h[1]].name);
+	if (rc == 0)
+		rc = mr_sim_run(NULL, err, "new cable", "ip", "link", "add", ifn[0], "netns", nsa,
+				"type", "veth", "peer", "name", ifn[1], "netns", nsb, NULL);
+	if (rc == 0) {
+		mr_sim_cluster_add_cable(c, h[0], ifn[0], h[1], ifn[1]);
+		rc = attach_end(f, h[0], ifn[0], err);
+	}
+	if (rc == 0)
+		rc = attach_end(f, h[1], ifn[1], err);
+	/* state.json: the cables as they are now, also after a failure half-way */
+	mr_buf_reset(&b);
+	if (mr_sim_state_emit(f->st, &b) < 0) {
+		if (rc == 0)
+			rc = mr_err_set(err, MESHRUN_E_NOMEM, "state.json: out of memory");
+	} else {
+		int wrc;
+		p = xasprintf("%s/state.json", f->state);
+		wrc = mr_write_file(p, b.p, b.len, 0644, rc == 0 ? err : NULL);
+		if (rc == 0)
+			rc = wrc;
+		free(p);
+	}
+	if (rc == 0)
+		rc = mr_sim_live_refresh(f->state, f->st, err);
+out:
+	free(nsa);
+	free(nsb);
+	mr_buf_release(&b);
+	mr_strvec_release(&ports);
 	return rc;
 }
 
@@ -470,6 +712,8 @@ int mr_sim_cmd_fault(int argc, char **argv)
 	const char *name;
 	struct fault_ctx f = { NULL, NULL, NULL };
 	const char *what;
+	char *lock = NULL;
+	int lockfd = -1;
 	bool done;
 	int code, rc;
 
@@ -480,15 +724,27 @@ int mr_sim_cmd_fault(int argc, char **argv)
 	code = MR_SIM_EXIT_FAIL;
 	if (need_root("fault"))
 		goto out;
-	if (mr_sim_check_name(name, &err) < 0 || mr_sim_state_load(name, &f.st, &err) < 0) {
+	if (mr_sim_check_name(name, &err) < 0) {
 		mr_error("meshsim fault: %s", err.msg);
 		goto out;
 	}
 	f.name = name;
 	f.state = mr_sim_state_dir(name);
+	/* one fault at a time: each reads and rewrites state.json, faults, live/ */
+	lock = xasprintf("%s/lock", f.state);
+	lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (lockfd >= 0 && flock(lockfd, LOCK_EX) < 0)
+		mr_close(&lockfd);
+	if (mr_sim_state_load(name, &f.st, &err) < 0) {
+		mr_error("meshsim fault: %s", err.msg);
+		goto out;
+	}
 	what = rest.v[0];
-	if (rest.nr == 3 && strcmp(what, "latency")) {
+	if (rest.nr == 3 && strcmp(what, "latency") && strcmp(what, "recable")) {
 		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' takes one argument", what);
+	} else if (!strcmp(what, "recable")) {
+		rc = rest.nr == 3 ? fault_recable(&f, rest.v[1], rest.v[2], &err)
+				  : mr_err_set(&err, MESHRUN_E_USAGE, "recable HOST:IF HOST:IF");
 	} else if (!strcmp(what, "unplug") || !strcmp(what, "plug")) {
 		rc = fault_link(&f, rest.v[1], what[0] == 'p', &err);
 	} else if (!strcmp(what, "stop") || !strcmp(what, "start")) {
@@ -509,6 +765,8 @@ int mr_sim_cmd_fault(int argc, char **argv)
 	}
 	code = 0;
 out:
+	mr_close(&lockfd);
+	free(lock);
 	free(f.state);
 	mr_sim_state_free(f.st);
 	mr_strvec_release(&rest);

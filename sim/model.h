@@ -28,6 +28,7 @@ struct mr_sim_host {
 	char *name;             /* fixture name: "h1" (ssh alias, namespace suffix) */
 	bool nosudo;            /* no passwordless sudo (cluster.json "sudo": false) */
 	struct mr_strvec rdma;  /* rdma_* device names its ibv_devices lists */
+	bool rdma_live;         /* those devices exist (soft-RoCE made them) */
 	/* The recorded outputs (borrowed from the fixture; NULL when loaded from state) */
 	const char *sp_json;    /* system_profiler SPThunderboltDataType -json */
 	size_t sp_len;

@@ -60,7 +60,7 @@ static const char sh_helpers[] =
 static const char body_system_profiler[] =
 	"case \"$*\" in\n"
 	"'SPThunderboltDataType -json'|'-json SPThunderboltDataType')\n"
-	"\texec cat \"$D/fixture/system_profiler.json\" ;;\n"
+	"\texec cat \"$D/live/system_profiler.json\" ;;\n"
 	"esac\n"
 	"echo \"system_profiler: meshsim replays only 'SPThunderboltDataType -json'\" >&2\n"
 	"exit 1\n";
@@ -74,7 +74,7 @@ static const char body_networksetup[] =
 
 static const char body_ibv_devices[] =
 	"[ $# -eq 0 ] || { echo \"ibv_devices: meshsim takes no arguments\" >&2; exit 1; }\n"
-	"exec cat \"$D/fixture/ibv_devices.txt\"\n";
+	"exec cat \"$D/live/ibv_devices.txt\"\n";
 
 static const char body_ipconfig[] =
 	"[ $# -eq 2 ] && [ \"$1\" = getifaddr ] || die 'meshsim supports only: ipconfig getifaddr INTERFACE'\n"
@@ -84,10 +84,61 @@ static const char body_ipconfig[] =
 	"set -- $out\n"
 	"echo \"${4%%/*}\"\n";
 
+/*
+ * ifconfig: macOS's forms over iproute2. A pulled cable (live/unplugged/IF, see
+ * live.h) stays pulled: `up` and a new address only record the administrative
+ * state the interface gets back when the cable is plugged in, so no traffic
+ * flows and `ifconfig IF` says "status: inactive" as a Mac does.
+ */
 static const char body_ifconfig[] =
-	"[ $# -ge 2 ] || die 'meshsim supports: ifconfig IF inet ADDR netmask MASK | ifconfig IF up|down'\n"
+	"usage='meshsim supports: ifconfig IF | ifconfig IF inet ADDR netmask MASK | ifconfig IF up|down'\n"
+	"# a Thunderbolt port with no cable (no interface here): what a Mac shows for it\n"
+	"show_port() {\n"
+	"\t_m=$(awk -v d=\"$1\" '/^Hardware Port: /{ tb = ($0 ~ /^Hardware Port: Thunderbolt [0-9]+$/) }\n"
+	"\t\t/^Device: /{ hit = (tb && $2 == d); if (hit) f = 1 }\n"
+	"\t\t/^Ethernet Address: /{ if (hit) m = $3 }\n"
+	"\t\tEND { if (!f) exit 1; print m }' \"$D/fixture/networksetup.txt\" 2>/dev/null) ||\n"
+	"\t\tdie \"interface $1 does not exist\"\n"
+	"\techo \"$1: flags=8822<BROADCAST,SMART,SIMPLEX,MULTICAST> mtu 1500\"\n"
+	"\t[ -z \"$_m\" ] || printf '\\tether %s\\n' \"$_m\"\n"
+	"\tprintf '\\tmedia: autoselect\\n\\tstatus: inactive\\n'\n"
+	"}\n"
+	"show() {\n"
+	"\t_l=$(ip -o link show dev \"$1\" 2>/dev/null) || { show_port \"$1\"; return; }\n"
+	"\t_fl=${_l#*<}; _fl=${_fl%%>*}\n"
+	"\t_mtu=${_l#* mtu }; _mtu=${_mtu%% *}\n"
+	"\t_up=0; _run=0\n"
+	"\tcase \",$_fl,\" in *,UP,*) _up=1 ;; esac\n"
+	"\tcase \",$_fl,\" in *,LOWER_UP,*) _run=1 ;; esac\n"
+	"\tif [ -f \"$D/live/unplugged/$1\" ]; then\n"
+	"\t\t_run=0; _up=0\n"
+	"\t\t[ \"$(cat \"$D/live/unplugged/$1\")\" = up ] && _up=1\n"
+	"\tfi\n"
+	"\tif [ \"$1\" = lo ]; then\n"
+	"\t\techo \"lo: flags=8049<UP,LOOPBACK,RUNNING,MULTICAST> mtu $_mtu\"\n"
+	"\telse\n"
+	"\t\t_n=; [ $_up = 1 ] && _n=UP,\n"
+	"\t\t_n=${_n}BROADCAST,SMART,; [ $_run = 1 ] && _n=${_n}RUNNING,\n"
+	"\t\tprintf '%s: flags=%x<%sSIMPLEX,MULTICAST> mtu %s\\n' \"$1\" $((0x8822 + _up + 64 * _run)) \"$_n\" \"$_mtu\"\n"
+	"\tfi\n"
+	"\tcase $_l in *'link/ether '*) _m=${_l#*link/ether }; printf '\\tether %s\\n' \"${_m%% *}\" ;; esac\n"
+	"\tip -4 -o addr show dev \"$1\" 2>/dev/null | while read -r _ _ _ _a _b _c _; do\n"
+	"\t\t_k=$(( (0xffffffff << (32 - ${_a#*/})) & 0xffffffff ))\n"
+	"\t\tif [ \"$_b\" = brd ]; then\n"
+	"\t\t\tprintf '\\tinet %s netmask 0x%08x broadcast %s\\n' \"${_a%/*}\" $_k \"$_c\"\n"
+	"\t\telse\n"
+	"\t\t\tprintf '\\tinet %s netmask 0x%08x\\n' \"${_a%/*}\" $_k\n"
+	"\t\tfi\n"
+	"\tdone\n"
+	"\t[ \"$1\" = lo ] && return 0\n"
+	"\tcase $1 in en*) printf '\\tmedia: autoselect\\n' ;; esac\n"
+	"\t[ $_run = 1 ] && echo '\tstatus: active' || echo '\tstatus: inactive'\n"
+	"}\n"
+	"[ $# -ge 1 ] || die \"$usage\"\n"
 	"IF=$1; shift\n"
 	"valid_if \"$IF\" || die \"bad interface name '$IF'\"\n"
+	"U=\"$D/live/unplugged/$IF\"\n"
+	"if [ $# -eq 0 ]; then show \"$IF\"; exit 0; fi\n"
 	"has_if \"$IF\"\n"
 	"if [ $# -eq 1 ] && [ \"$1\" = down ]; then\n"
 	"\tif [ \"$IF\" = bridge0 ]; then\n"
@@ -97,9 +148,11 @@ static const char body_ifconfig[] =
 	"\t\t\tip link set dev \"$n\" nomaster || exit 1\n"
 	"\t\tdone || exit 1\n"
 	"\tfi\n"
+	"\t[ ! -f \"$U\" ] || echo down >\"$U\"\n"
 	"\texec ip link set dev \"$IF\" down\n"
 	"fi\n"
 	"if [ $# -eq 1 ] && [ \"$1\" = up ]; then\n"
+	"\tif [ -f \"$U\" ]; then echo up >\"$U\"; exit 0; fi\n"
 	"\texec ip link set dev \"$IF\" up\n"
 	"fi\n"
 	"[ $# -eq 4 ] && [ \"$1\" = inet ] && [ \"$3\" = netmask ] || die \"unsupported form: ifconfig $IF $*\"\n"
@@ -107,7 +160,13 @@ static const char body_ifconfig[] =
 	"len=$(mask_len \"$4\") || die \"bad netmask '$4'\"\n"
 	"[ \"$IF\" = bridge0 ] || ip link set dev \"$IF\" nomaster || exit 1\n"
 	"ip -4 addr flush dev \"$IF\" || exit 1\n"
-	"ip addr add \"$2/$len\" dev \"$IF\" || exit 1\n"
+	"# brd +: macOS gives the subnet's broadcast address, as ifconfig then shows\n"
+	"if [ \"$len\" -le 30 ]; then\n"
+	"\tip addr add \"$2/$len\" brd + dev \"$IF\" || exit 1\n"
+	"else\n"
+	"\tip addr add \"$2/$len\" dev \"$IF\" || exit 1\n"
+	"fi\n"
+	"if [ -f \"$U\" ]; then echo up >\"$U\"; exit 0; fi\n"
 	"exec ip link set dev \"$IF\" up\n";
 
 static const char body_route[] =
@@ -193,7 +252,7 @@ int mr_sim_render_path(const char *host_dir, struct mr_buf *out)
 }
 
 int mr_sim_render_sshd_config(const char *state_dir, const char *host_dir, const char *addr,
-			      struct mr_buf *out)
+			      const char *env, struct mr_buf *out)
 {
 	int rc = mr_buf_printf(out,
 		"# meshsim: sshd of one simulated host (generated)\n"
@@ -220,6 +279,8 @@ int mr_sim_render_sshd_config(const char *state_dir, const char *host_dir, const
 		addr, host_dir, host_dir, state_dir);
 
 	if (rc < 0 || mr_sim_render_path(host_dir, out) < 0)
+		return -1;
+	if (env && (!mr_is_shell_safe(env) || mr_buf_printf(out, " %s", env) < 0))
 		return -1;
 	return mr_buf_putc(out, '\n');
 }

@@ -4,15 +4,23 @@
  * per-host sshd_config, and the cluster's ssh_config and known_hosts lines.
  * Pure: text into a caller-owned struct mr_buf, no I/O.
  *
- * Shims (host_dir is <state>/<host>, which holds fixture/ and the nosudo marker):
- *   system_profiler SPThunderboltDataType -json   cat fixture/system_profiler.json
+ * Shims (host_dir is <state>/<host>, which holds fixture/, live/ (sim/live.h)
+ * and the nosudo marker):
+ *   system_profiler SPThunderboltDataType -json   cat live/system_profiler.json
  *   networksetup -listallhardwareports             cat fixture/networksetup.txt
- *   ibv_devices                                    cat fixture/ibv_devices.txt
+ *   ibv_devices                                    cat live/ibv_devices.txt
  *   ipconfig getifaddr IF                          IPv4 address of IF; exit 1 if none
+ *   ifconfig IF                                    macOS's report: flags, ether, inet
+ *                                                  with hex netmask, "status: active"
+ *                                                  or "inactive" (no carrier, or the
+ *                                                  cable pulled; a Thunderbolt port
+ *                                                  without a cable: inactive)
  *   ifconfig IF inet A netmask M                   flush + add A/len on IF, IF up (and
  *                                                  out of bridge0, as a Mac interface
  *                                                  with its own address works alone)
  *   ifconfig IF up|down                            (bridge0 down also releases its members)
+ *                                                  while IF's cable is pulled, up only
+ *                                                  records the state it gets back at plug
  *   route [-n] change|add [-host] A -interface IF  ip route replace|add A dev IF
  *   route [-n] delete [-host] A                    ip route del A
  *   sudo [-n|-E|-H] [--] CMD...                    runs CMD, or when host_dir/nosudo
@@ -39,9 +47,10 @@ int mr_sim_render_shim(const char *which, const char *host, const char *host_dir
 /* The PATH of ssh sessions on the host: host_dir/bin first. */
 int mr_sim_render_path(const char *host_dir, struct mr_buf *out);
 
-/* sshd_config for one host listening on addr:22. */
+/* sshd_config for one host listening on addr:22; env (NULL: none), one
+ * shell-safe NAME=VALUE word, is added to the sessions' environment (SetEnv). */
 int mr_sim_render_sshd_config(const char *state_dir, const char *host_dir, const char *addr,
-			      struct mr_buf *out);
+			      const char *env, struct mr_buf *out);
 
 /* One ssh_config block: Host alias -> HostName addr, User root, the cluster's key files. */
 int mr_sim_render_ssh_host(const char *state_dir, const char *alias, const char *addr,

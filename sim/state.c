@@ -40,6 +40,7 @@ int mr_sim_state_emit(const struct mr_sim_state *st, struct mr_buf *out)
 		rc |= put_str(out, st->rxe_note);
 	else
 		rc |= mr_buf_puts(out, "null");
+	rc |= mr_buf_printf(out, ",\n    \"pretend_rdma\": %s", st->pretend_rdma ? "true" : "false");
 	rc |= mr_buf_puts(out, ",\n    \"hosts\": [");
 	for (size_t i = 0; i < c->nhosts; i++) {
 		const struct mr_sim_host *h = &c->hosts[i];
@@ -51,7 +52,7 @@ int mr_sim_state_emit(const struct mr_sim_state *st, struct mr_buf *out)
 				rc |= mr_buf_puts(out, ", ");
 			rc |= put_str(out, h->rdma.v[r]);
 		}
-		rc |= mr_buf_puts(out, "]}");
+		rc |= mr_buf_printf(out, "], \"rdma_live\": %s}", h->rdma_live ? "true" : "false");
 	}
 	rc |= mr_buf_puts(out, "\n    ],\n    \"cables\": [");
 	for (size_t i = 0; i < c->ncables; i++) {
@@ -100,6 +101,7 @@ static int parse_hosts(const cJSON *arr, const char *name, struct mr_json_path *
 			return MESHRUN_E_PARSE;
 		sh = mr_sim_cluster_add_host(c, hn);
 		sh->nosudo = cJSON_IsTrue(mr_json_member(h, "nosudo"));
+		sh->rdma_live = cJSON_IsTrue(mr_json_member(h, "rdma_live"));
 		rd = mr_json_member(h, "rdma");
 		if (rd) {
 			size_t r = 0;
@@ -187,6 +189,7 @@ int mr_sim_state_parse(const char *text, size_t len, const char *name, struct mr
 		goto out;
 	st->fixture = xstrdup(s);
 	st->rxe = cJSON_IsTrue(mr_json_member(root, "rxe"));
+	st->pretend_rdma = cJSON_IsTrue(mr_json_member(root, "pretend_rdma"));
 	note = mr_json_member(root, "rxe_note");
 	if (cJSON_IsString(note))
 		st->rxe_note = xstrdup(note->valuestring);

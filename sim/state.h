@@ -12,14 +12,18 @@
  *   root.batch            the `ip -batch` run in the root namespace
  *   <host>/bin/           the shims (first on the PATH of ssh sessions)
  *   <host>/fixture/       system_profiler.json, networksetup.txt, ibv_devices.txt
+ *   <host>/live/          what the shims answer now (see live.h)
  *   <host>/ssh_host_ed25519_key[.pub], sshd_config, sshd.pid, sshd.log, net.batch
  *   <host>/nosudo         present while sudo is refused on that host
  *
  * state.json:
  *   {"name": "mst1", "subnet": 57, "fixture": "/path", "rxe": false,
- *    "rxe_note": "...", "hosts": [{"name": "h1", "nosudo": false,
- *    "rdma": ["rdma_en2"]}, ...], "cables": [["h1", "en2", "h2", "en2"], ...]}
- * Host i's namespace, address and management link follow from plan.h.
+ *    "rxe_note": "...", "pretend_rdma": false, "hosts": [{"name": "h1",
+ *    "nosudo": false, "rdma": ["rdma_en2"], "rdma_live": false}, ...],
+ *    "cables": [["h1", "en2", "h2", "en2"], ...]}
+ * "cables" are the veth pairs that exist now (`fault recable` changes them);
+ * "rdma_live": the host's rdma devices exist. Host i's namespace, address and
+ * management link follow from plan.h.
  *
  * Ownership: a struct mr_sim_state owns its strings and cluster;
  * mr_sim_state_free() releases them (NULL is a no-op).
@@ -39,6 +43,7 @@ struct mr_sim_state {
 	char *fixture;                  /* fixture folder or topology spec it came from */
 	bool rxe;                       /* soft-RoCE devices were made */
 	char *rxe_note;                 /* why not, or NULL */
+	bool pretend_rdma;              /* up --pretend-rdma: ibv_devices lists devices anyway */
 	struct mr_sim_cluster *cluster; /* hosts and cables (no fixture texts) */
 };
 

@@ -20,6 +20,7 @@
 #include "common/compat.h"
 #include "coll/le.h"
 #include "coll/jaccl_impl.h"
+#include "common/envmap.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/timeutil.h"
@@ -119,6 +120,18 @@ static int choose_gid(struct mr_jconn *c, const struct ibv_port_attr *pa, int wa
 	return 0;
 }
 
+/*
+ * meshsim's simulated Macs set MESHSIM_PRETEND_RDMA in their ssh sessions when
+ * `meshsim up --pretend-rdma` made ibv_devices list devices that do not exist:
+ * say so where the device is missing, not only "no RDMA support".
+ */
+static const char *pretend_note(void)
+{
+	const char *v = getenv(MR_ENV(MESHSIM_PRETEND_RDMA));
+
+	return v && *v ? "; this host is simulated by `meshsim up --pretend-rdma`, whose ibv_devices lists RDMA devices that do not exist (bring the cluster up without --pretend-rdma, or use --backend ring)" : "";
+}
+
 static int open_device(struct mr_jconn *c, const char *where, struct meshrun_err *err)
 {
 	int num = 0;
@@ -127,7 +140,7 @@ static int open_device(struct mr_jconn *c, const char *where, struct meshrun_err
 	size_t alen = 0;
 
 	if (!list)
-		return mr_err_sys(err, "jaccl: ibv_get_device_list (no RDMA support: is the rdma_rxe or a NIC driver loaded?)");
+		return mr_err_sys(err, "jaccl: ibv_get_device_list (no RDMA support: is the rdma_rxe or a NIC driver loaded?%s)", pretend_note());
 	for (int i = 0; i < num && !c->ctx; i++) {
 		const char *name = ibv_get_device_name(list[i]);
 		if (strcmp(name, c->dev) == 0) {
@@ -142,7 +155,7 @@ static int open_device(struct mr_jconn *c, const char *where, struct meshrun_err
 	}
 	ibv_free_device_list(list);
 	if (!c->ctx)
-		return mr_err_set(err, MESHRUN_E_NOTFOUND, "jaccl: RDMA device '%s' (%s) not found; devices here: %s", c->dev, where, avail[0] ? avail : "none");
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "jaccl: RDMA device '%s' (%s) not found; devices here: %s%s", c->dev, where, avail[0] ? avail : "none", pretend_note());
 	return 0;
 }
 

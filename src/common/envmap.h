@@ -67,6 +67,9 @@
 	X(JACCL_RANK, "", "jaccl", "", "rank (before `MLX_RANK`)")                              \
 	X(MESHRUN_IB_GID_INDEX, "", "jaccl", "",                                                \
 	  "GID index when the interface has no IPv4-mapped GID")                                \
+	X(MESHSIM_PRETEND_RDMA, "", "jaccl", "",                                                \
+	  "set by `meshsim up --pretend-rdma` on simulated hosts: the error for a missing RDMA " \
+	  "device names that flag")                                                             \
 	X(MLX_NCCL_TIMEOUT, "", "nccl", "", "how long to wait for rank 0's id")                 \
 	X(MLX_MPI_LIBNAME, "", "mpi", "",                                                       \
 	  "the libmpi to dlopen (default `libmpi.so`, then `libmpi.so.40`)")                    \

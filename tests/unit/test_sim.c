@@ -90,6 +90,11 @@ static void test_names(void **state)
 	assert_false(mr_sim_ifname_reserved("en2"));
 }
 
+static const char ns_text[] =
+	"Hardware Port: Wi-Fi\nDevice: en1\nEthernet Address: 02:00:00:00:20:01\n\n"
+	"Hardware Port: Thunderbolt 1\nDevice: en2\nEthernet Address: 36:00:00:01:01:00\n\n"
+	"Hardware Port: Thunderbolt 4\nDevice: en5\nEthernet Address: 36:00:00:01:04:00\n\n";
+
 /* Write every shim of host h1 into tmpdir/h1/bin plus a fake ip logging to tmpdir/ip.log. */
 static void write_shims(void)
 {
@@ -99,7 +104,8 @@ static void write_shims(void)
 		"#!/bin/sh\n"
 		"echo \"$*\" >> \"$LOG\"\n"
 		"case \"$*\" in\n"
-		"'link show dev nope') exit 1 ;;\n"
+		"'link show dev nope'|*'link show dev en5'|*'link show dev en1') exit 1 ;;\n"
+		"'-o link show dev en2') echo '7: en2@if8: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default qlen 1000\\    link/ether 36:00:00:01:01:00 brd ff:ff:ff:ff:ff:ff link-netns x' ;;\n"
 		"'-4 -o addr show dev en2') echo '5: en2    inet 192.168.0.1/30 brd 192.168.0.3 scope global en2' ;;\n"
 		"esac\n"
 		"exit 0\n";
@@ -121,7 +127,16 @@ static void write_shims(void)
 	p = xasprintf("%s/bin/ip", hdir);
 	assert_int_equal(mr_write_file(p, fake_ip, strlen(fake_ip), 0755, NULL), 0);
 	free(p);
-	p = xasprintf("%s/fixture/system_profiler.json", hdir);
+	p = xasprintf("%s/live", hdir);
+	mkdir(p, 0755);
+	free(p);
+	p = xasprintf("%s/live/unplugged", hdir);
+	mkdir(p, 0755);
+	free(p);
+	p = xasprintf("%s/fixture/networksetup.txt", hdir);
+	assert_int_equal(mr_write_file(p, ns_text, strlen(ns_text), 0644, NULL), 0);
+	free(p);
+	p = xasprintf("%s/live/system_profiler.json", hdir);
 	assert_int_equal(mr_write_file(p, "{\"SPThunderboltDataType\": []}\n", 30, 0644, NULL), 0);
 	free(p);
 	mr_buf_release(&b);
@@ -164,10 +179,10 @@ static void test_shims(void **state)
 
 	assert_int_equal(sh("ifconfig en2 inet 192.168.0.1 netmask 255.255.255.252", &out), 0);
 	assert_string_equal(iplog(&log), "link show dev en2\nlink set dev en2 nomaster\n"
-				     "-4 addr flush dev en2\naddr add 192.168.0.1/30 dev en2\n"
+				     "-4 addr flush dev en2\naddr add 192.168.0.1/30 brd + dev en2\n"
 				     "link set dev en2 up\n");
 	assert_int_equal(sh("ifconfig en3 inet 10.1.2.3 netmask 0xffffff00", &out), 0);
-	assert_non_null(strstr(iplog(&log), "addr add 10.1.2.3/24 dev en3\n"));
+	assert_non_null(strstr(iplog(&log), "addr add 10.1.2.3/24 brd + dev en3\n"));
 	assert_int_equal(sh("ifconfig bridge0 down", &out), 0);
 	assert_non_null(strstr(iplog(&log), "link set dev bridge0 down\n"));
 
@@ -232,12 +247,71 @@ static void test_shims(void **state)
 	mr_buf_release(&log);
 }
 
+/* ifconfig IF as macOS prints it; a pulled cable (live/unplugged/IF) stays pulled. */
+static void test_ifconfig(void **state)
+{
+	struct mr_buf out = MR_BUF_INIT, log = MR_BUF_INIT, m = MR_BUF_INIT;
+	char *mark = xasprintf("%s/h1/live/unplugged/en2", tmpdir);
+
+	(void)state;
+	write_shims();
+	assert_int_equal(sh("ifconfig en2", &out), 0);
+	assert_string_equal(mr_buf_cstr(&out),
+			    "en2: flags=8863<UP,BROADCAST,SMART,RUNNING,SIMPLEX,MULTICAST> mtu 1500\n"
+			    "\tether 36:00:00:01:01:00\n"
+			    "\tinet 192.168.0.1 netmask 0xfffffffc broadcast 192.168.0.3\n"
+			    "\tmedia: autoselect\n"
+			    "\tstatus: active\n");
+
+	/* unplugged, and down before: inactive, not UP */
+	assert_int_equal(mr_write_file(mark, "down\n", 5, 0644, NULL), 0);
+	assert_int_equal(sh("ifconfig en2", &out), 0);
+	assert_non_null(strstr(mr_buf_cstr(&out), "en2: flags=8822<BROADCAST,SMART,SIMPLEX,MULTICAST> mtu 1500\n"));
+	assert_non_null(strstr(mr_buf_cstr(&out), "\tstatus: inactive\n"));
+	/* up, a new address: recorded for the plug, the link is not touched */
+	assert_int_equal(sh("sudo ifconfig en2 up", &out), 0);
+	assert_null(strstr(iplog(&log), "link set"));
+	assert_int_equal(mr_read_file(mark, 64, &m, NULL), 0);
+	assert_string_equal(mr_buf_cstr(&m), "up\n");
+	assert_int_equal(sh("ifconfig en2", &out), 0);
+	assert_non_null(strstr(mr_buf_cstr(&out), "en2: flags=8823<UP,BROADCAST,SMART,SIMPLEX,MULTICAST>"));
+	assert_non_null(strstr(mr_buf_cstr(&out), "\tstatus: inactive\n"));
+	assert_int_equal(sh("ifconfig en2 down", &out), 0);
+	assert_non_null(strstr(iplog(&log), "link set dev en2 down\n"));
+	mr_buf_reset(&m);
+	assert_int_equal(mr_read_file(mark, 64, &m, NULL), 0);
+	assert_string_equal(mr_buf_cstr(&m), "down\n");
+	assert_int_equal(sh("ifconfig en2 inet 192.168.0.5 netmask 255.255.255.252", &out), 0);
+	assert_non_null(strstr(iplog(&log), "addr add 192.168.0.5/30 brd + dev en2\n"));
+	assert_null(strstr(iplog(&log), "link set dev en2 up"));
+	mr_buf_reset(&m);
+	assert_int_equal(mr_read_file(mark, 64, &m, NULL), 0);
+	assert_string_equal(mr_buf_cstr(&m), "up\n");
+	unlink(mark);
+
+	/* a Thunderbolt port without a cable exists on a Mac, inactive */
+	assert_int_equal(sh("ifconfig en5", &out), 0);
+	assert_string_equal(mr_buf_cstr(&out),
+			    "en5: flags=8822<BROADCAST,SMART,SIMPLEX,MULTICAST> mtu 1500\n"
+			    "\tether 36:00:00:01:04:00\n"
+			    "\tmedia: autoselect\n"
+			    "\tstatus: inactive\n");
+	assert_int_equal(sh("ifconfig en1", &out), 1);
+	assert_string_equal(mr_buf_cstr(&out), "ifconfig: interface en1 does not exist\n");
+	assert_int_equal(sh("ifconfig", &out), 1);
+	assert_int_equal(sh("ifconfig 'en2;x'", &out), 1);
+	mr_buf_release(&m);
+	mr_buf_release(&out);
+	mr_buf_release(&log);
+	free(mark);
+}
+
 static void test_configs(void **state)
 {
 	struct mr_buf b = MR_BUF_INIT;
 
 	(void)state;
-	assert_int_equal(mr_sim_render_sshd_config("/run/meshsim/x", "/run/meshsim/x/h1", "10.230.5.1", &b), 0);
+	assert_int_equal(mr_sim_render_sshd_config("/run/meshsim/x", "/run/meshsim/x/h1", "10.230.5.1", NULL, &b), 0);
 	const char *t = mr_buf_cstr(&b);
 	assert_non_null(strstr(t, "ListenAddress 10.230.5.1:22\n"));
 	assert_non_null(strstr(t, "HostKey /run/meshsim/x/h1/ssh_host_ed25519_key\n"));
@@ -401,6 +475,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_shims),
+		cmocka_unit_test(test_ifconfig),
 		cmocka_unit_test(test_configs),
 		cmocka_unit_test(test_state_roundtrip),
 		cmocka_unit_test(test_cluster_check),
