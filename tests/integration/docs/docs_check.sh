@@ -7,7 +7,9 @@
 #               docs/reference/TOOL.md, and meshrun's/meshconfig's in docs/migration.md
 #   completion  the generated bash completion offers flags and choices
 #   laptop      the blocks of docs/guide-laptop.md marked "# test: laptop" run
-#               as written (and "# test: laptop-root" ones when root)
+#               as written (and "# test: laptop-root" ones when root, with the
+#               cluster name "docs" replaced by one of this run's own); without
+#               rdma_rxe the cluster's hostfile is a ring one and its job passed
 #   progress    meshconfig's step line counts hosts one by one on a terminal
 #               (as docs/contracts.md says), and is silent in a log
 #   contracts   the generated blocks of docs/contracts.md (the environment tables
@@ -15,7 +17,7 @@
 #   layers      every #include under src/ and sim/ names only the modules that
 #               docs/architecture.md's table allows its module (calls go down)
 #   progress-sim  the same for meshsim up, and meshconfig over its sshd (root;
-#               cluster "docsp")
+#               cluster "docsp" and random hex, with --pretend-rdma)
 set -u
 mode=$1 src=$2 build=$3
 tools="meshrun meshconfig meshsim"
@@ -181,8 +183,11 @@ progress-sim)
 	command -v script >/dev/null || { echo "skip: script(1) (util-linux) is not installed"; exit 77; }
 	[ "$(id -u)" -eq 0 ] || { echo "skip: meshsim up needs root (network namespaces)"; exit 77; }
 	tmp=$(mktemp -d)
-	trap '"$build/bin/meshsim" down docsp >/dev/null 2>&1; rm -rf "$tmp"' EXIT
-	script -qec "'$build/bin/meshsim' up --name docsp ring:4" /dev/null </dev/null >"$tmp/tty" 2>&1 ||
+	# one cluster name per run (random hex): two suites can run on one machine
+	cl=docsp$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
+	trap '"$build/bin/meshsim" down $cl >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+	# --pretend-rdma: the fixture's RDMA devices are listed, so the verdict is jaccl-ring
+	script -qec "'$build/bin/meshsim' up --name $cl --pretend-rdma ring:4" /dev/null </dev/null >"$tmp/tty" 2>&1 ||
 		fail "meshsim up under script(1) failed: $(cat "$tmp/tty")"
 	tr '\r' '\n' <"$tmp/tty" >"$tmp/lines"
 	for step in "ssh keys" "namespaces and cables" "sshd"; do
@@ -192,7 +197,7 @@ progress-sim)
 		done
 	done
 	# meshconfig over real sshd (the ssh backend reports each command as it ends)
-	cfg=${MESHSIM_STATE_DIR:-/run/meshsim}/docsp/ssh_config
+	cfg=${MESHSIM_STATE_DIR:-/run/meshsim}/$cl/ssh_config
 	script -qec "'$build/bin/meshconfig' --hosts h1,h2,h3,h4 --ssh-config '$cfg' --output-hostfile '$tmp/h.json'" \
 		/dev/null </dev/null >"$tmp/tty2" 2>&1 || fail "meshconfig over ssh failed: $(cat "$tmp/tty2")"
 	tr '\r' '\n' <"$tmp/tty2" >"$tmp/lines2"
@@ -201,8 +206,8 @@ progress-sim)
 			fail "meshconfig over ssh: no '$k/4 hosts (HOST)' line on the terminal"
 	done
 	grep -q '"backend": "jaccl-ring"' "$tmp/h.json" || fail "meshconfig over ssh: unexpected hostfile: $(cat "$tmp/h.json")"
-	"$build/bin/meshsim" down docsp >/dev/null || fail "meshsim down docsp failed"
-	ip netns list | grep -q '^docsp-' && fail "namespaces docsp-* left behind"
+	"$build/bin/meshsim" down $cl >/dev/null || fail "meshsim down $cl failed"
+	ip netns list | grep -q "^$cl-" && fail "namespaces $cl-* left behind"
 	echo "ok: meshsim up and meshconfig over ssh count hosts one by one on a terminal"
 	;;
 laptop)
@@ -210,24 +215,33 @@ laptop)
 	tmp=$(mktemp -d)
 	root=false
 	[ "$(id -u)" -eq 0 ] && root=true
+	# the guide's cluster "docs", under a name of this run's own (random hex)
+	cl=docs$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
 	cleanup() {
-		if $root && [ -d /run/meshsim/docs ] || ip netns list 2>/dev/null | grep -q '^docs-'; then
-			"$build/bin/meshsim" down docs >/dev/null 2>&1
+		if $root && { [ -d "/run/meshsim/$cl" ] || ip netns list 2>/dev/null | grep -q "^$cl-"; }; then
+			"$build/bin/meshsim" down "$cl" >/dev/null 2>&1
 		fi
 		rm -rf "$tmp"
 	}
 	trap cleanup EXIT
-	# Each block: from a line "# test: laptop" or "# test: laptop-root" to the fence.
+	# Each block: from a line "# test: laptop" or "# test: laptop-root" to the
+	# fence; root blocks' lines come out marked "@root@" for the renaming.
 	awk -v root="$root" '
 		/^```sh$/ { inblk = 1; first = 1; keep = 0; next }
 		/^```$/ && inblk { inblk = 0; next }
 		inblk && first { first = 0
 			if ($0 == "# test: laptop") keep = 1
-			else if ($0 == "# test: laptop-root") keep = (root == "true") ? 1 : 0
+			else if ($0 == "# test: laptop-root") keep = (root == "true") ? 2 : 0
 			if (keep) print "echo \"+++ block at line " NR "\""
 			next }
-		inblk && keep { print }
-	' "$guide" >"$tmp/guide.sh"
+		inblk && keep == 1 { print }
+		inblk && keep == 2 { print "@root@" $0 }
+	' "$guide" >"$tmp/guide.raw"
+	if $root; then
+		grep -q '^@root@meshsim up --name docs ' "$tmp/guide.raw" ||
+			fail "the guide's root part does not start its cluster with 'meshsim up --name docs'"
+	fi
+	sed -E "/^@root@/ s/\<docs\>/$cl/g; s/^@root@//" "$tmp/guide.raw" >"$tmp/guide.sh"
 	nblocks=$(grep -c '^echo "+++ block' "$tmp/guide.sh")
 	[ "$nblocks" -gt 0 ] || fail "no '# test: laptop' blocks in $guide"
 	ln -s "$src/fixtures" "$tmp/fixtures"
@@ -236,8 +250,16 @@ laptop)
 	cat "$tmp/log"
 	[ $rc -eq 0 ] || fail "a command of the laptop guide failed (exit $rc); the guide is wrong or a tool is"
 	if $root; then
-		ip netns list | grep -q '^docs-' && fail "namespaces docs-* left behind"
-		echo "ok: $nblocks blocks of the laptop guide ran as written (with the root part)"
+		ip netns list | grep -q "^$cl-" && fail "namespaces $cl-* left behind"
+		# without rdma_rxe: no RDMA anywhere, a ring hostfile, and the all-reduce passed
+		if grep -q '^meshsim: no RDMA on every host' "$tmp/log"; then
+			grep -q '"backend": "ring"' "$tmp/hosts.json" ||
+				fail "no rdma_rxe, yet the hostfile is not a ring one: $(cat "$tmp/hosts.json")"
+			[ "$(grep -c 'all_sum = 10 (expected 10).*: OK$' "$tmp/log")" -eq 4 ] ||
+				fail "the guide's all-reduce: not 4 ranks with the right sum"
+			echo "ok: without rdma_rxe the guide's cluster got a ring hostfile and its all-reduce passed"
+		fi
+		echo "ok: $nblocks blocks of the laptop guide ran as written (with the root part, cluster $cl)"
 	else
 		echo "ok: $nblocks blocks ran; the meshsim part needs root"
 		echo "skip: the '# test: laptop-root' blocks need root (network namespaces)"

@@ -6,12 +6,14 @@
 #   records it) and ping each other across that cable's veth pair (link counters);
 #   the hostfile is written (equal to the fixture's expected one, en0 addresses mapped);
 # - a second run changes nothing on any host and writes the same hostfile, byte for byte.
+# The cluster is brought up with --pretend-rdma: the fixture's RDMA devices are
+# listed (not made), so the verdict and hostfile are the fixture's (jaccl, jaccl-ring).
 . "$(dirname "$0")/lib.sh"
 FIX=${2:?usage: $0 BIN_DIR FIXTURE NAME}
-N=${3:?usage: $0 BIN_DIR FIXTURE NAME}
+N=$(uniq_name "${3:?usage: $0 BIN_DIR FIXTURE NAME}")
 case $FIX in /*) ;; *:*) ;; *) FIX=$SRC/$FIX ;; esac
 
-up "$N" "$FIX"
+up "$N" "$FIX" --pretend-rdma
 nhosts=$(echo "$HOSTS" | tr ',' '\n' | wc -l)
 H3=$(echo "$HOSTS" | cut -d, -f3)
 echo "# fixture $FIX: hosts $HOSTS; no-sudo host: $H3"

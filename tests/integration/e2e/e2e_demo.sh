@@ -8,7 +8,8 @@ set -u
 SRC=${1:?usage: $0 SOURCE_DIR BUILD_DIR}
 BUILD=${2:?usage: $0 SOURCE_DIR BUILD_DIR}
 BIN=$BUILD/bin
-N=mse5
+# one name per run (random hex): two suites can run on one machine
+N=mse5$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
 TMP=$(mktemp -d /tmp/mse-demo.XXXXXX)
 export MESHSIM_STATE_DIR=$TMP/state
 FAILS=0

@@ -9,7 +9,7 @@
 #   documented code and no process is left in any namespace;
 # - a stopped host is named before launch, exit 255, nothing started.
 . "$(dirname "$0")/lib.sh"
-N=mse3
+N=$(uniq_name mse3)
 
 # rank order and addresses of the hostfile: "host ip" per rank (one ip per host: one cable per hop)
 up_ring "$N" "${2:-}"

@@ -6,7 +6,7 @@
 # and dtype of meshrun-allreduce-test up to 1 MiB; 1 and 2 connections per IP;
 # then a cable pulled in the middle of an all_sum.
 . "$(dirname "$0")/lib.sh"
-N=mse4
+N=$(uniq_name mse4)
 
 up_ring "$N" "${2:-}"
 n=$(wc -l <"$TMP/ranks")

@@ -4,8 +4,9 @@
 #
 #   . lib.sh BIN_DIR     BIN_DIR holds meshsim, meshconfig, meshrun, meshrun-allreduce-test
 #
-# Clusters are named mse<N> (namespaces mse<N>-<host>, links mse<N>-*); their state
-# lives in a temporary MESHSIM_STATE_DIR that is removed at the end.
+# Clusters are named mse<N> and random hex (uniq_name: one name per run, so that
+# two suites can run on one machine); their state lives in a temporary
+# MESHSIM_STATE_DIR that is removed at the end.
 set -u
 BIN=${1:?usage: $0 BIN_DIR}
 BIN=$(cd "$BIN" && pwd) || exit 1
@@ -19,6 +20,14 @@ TMP=$(mktemp -d /tmp/mse-e2e.XXXXXX)
 CLUSTERS=""
 export MESHSIM_STATE_DIR=$TMP/state
 
+# uniq_name PREFIX: PREFIX (6 characters at most) and random hex up to the 9
+# characters meshsim allows, so that two runs of the suites on one machine
+# never share a cluster (namespaces NAME-*, links, state).
+uniq_name() {
+	local p=${1:0:6} r
+	r=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	echo "$p${r:0:$((9 - ${#p}))}"
+}
 skip() { echo "SKIP: $*"; rm -rf "$TMP"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "end-to-end tests need root (network namespaces, sshd)"
 for p in ip ssh ssh-keygen ping pgrep; do
@@ -57,11 +66,15 @@ finish() {
 # Prints a file indented, for failure context.
 show() { sed 's/^/    | /' "$@" | head -60; }
 
-# up NAME FIXTURE: brings a cluster up; exits the test when it cannot.
+# up NAME FIXTURE [ARGS...]: brings a cluster up (ARGS: more options of meshsim
+# up, e.g. --pretend-rdma); exits the test when it cannot.
 # Sets CFG (its ssh_config) and HOSTS (comma list of its host names, fixture order).
 up() {
+	local name=$1 fix=$2
+	shift 2
+	set -- "$name" "$fix" "$@"
 	CLUSTERS="$CLUSTERS $1"
-	if ! "$MESHSIM" up "$2" --name "$1" >"$TMP/up.$1" 2>&1; then
+	if ! "$MESHSIM" up "$2" --name "$1" "${@:3}" >"$TMP/up.$1" 2>&1; then
 		# another run's cluster of that name: not ours to take down at exit
 		grep -q "is up or left over" "$TMP/up.$1" && CLUSTERS=${CLUSTERS// $1/}
 		fail "meshsim up $2 --name $1"

@@ -2,13 +2,13 @@
 # meshrun with local and remote hosts in one job (the hal's routing backend,
 # src/hal/mux.c): 127.0.0.1 and localhost run by fork/exec, h1 and h2 of a
 # meshsim cluster over ssh, all supervised from one poll loop. Root (meshsim).
-# usage: mixed_test.sh BINDIR      cluster name: mslm
+# usage: mixed_test.sh BINDIR      cluster name: mslm and random hex (one per run)
 set -u
 BIN=$1
 MESHSIM=$BIN/meshsim
 MESHRUN=$BIN/meshrun
 T=$BIN/meshrun-allreduce-test
-N=mslm
+N=mslm$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (meshsim: network namespaces, sshd)"
 [ -x /usr/sbin/sshd ] || skip "sshd is not installed (openssh-server)"

@@ -2,7 +2,7 @@
 # mpi_meshsim.sh MESHSIM MESHCONFIG MESHRUN PROG - issue 8: libmeshrun's mpi backend
 # as 4 ranks in 4 meshsim hosts, over the simulated Thunderbolt cables (root).
 #
-# - `meshsim up mesh:4` (cluster msm1, state in a temporary MESHSIM_STATE_DIR) and
+# - `meshsim up mesh:4` (cluster msm1 and random hex, state in a temporary MESHSIM_STATE_DIR) and
 #   `meshconfig --auto-setup` give every cable its /30 (192.168.x.y);
 # - `meshrun --backend mpi --hostfile <meshconfig's hostfile> --ssh-config <meshsim's>`
 #   runs PROG (meshrun-allreduce-test, every op and dtype, send/recv of 1 MiB between
@@ -26,7 +26,7 @@
 # ASAN_OPTIONS=detect_leaks=0 for the ranks: see mpi_run.sh.
 set -u
 MESHSIM=$1 MESHCONFIG=$2 MESHRUN=$3 PROG=$4
-NAME=msm1
+NAME=msm1$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n') # one per run
 FAILS=0
 
 skip() { echo "SKIP: $*"; exit 77; }

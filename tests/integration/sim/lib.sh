@@ -6,6 +6,14 @@ TMP=$(mktemp -d /tmp/mst-test.XXXXXX)
 CLUSTERS=""
 export MESHSIM_STATE_DIR=$TMP/state
 
+# uniq_name PREFIX: PREFIX (6 characters at most) and random hex up to the 9
+# characters meshsim allows, so that two runs of the suites on one machine
+# never share a cluster (namespaces NAME-*, links, state).
+uniq_name() {
+	local p=${1:0:6} r
+	r=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	echo "$p${r:0:$((9 - ${#p}))}"
+}
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "meshsim needs root (network namespaces, sshd)"
 for p in ip ssh ssh-keygen ping; do

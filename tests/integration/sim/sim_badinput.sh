@@ -3,7 +3,7 @@
 # exit, and nothing half-created left behind (also when a step fails half-way).
 . "$(dirname "$0")/lib.sh"
 
-N=mstbad
+N=$(uniq_name mstbad)
 CLUSTERS=$N
 make_fixture good mesh:4
 

@@ -2,9 +2,10 @@
 # meshsim up mesh:16 and ring:32 come up (every sshd answers) and go down cleanly.
 . "$(dirname "$0")/lib.sh"
 
-CLUSTERS="mstm16 mstr32"
+CLUSTERS=""
 for spec in mesh:16/mstm16/h16 ring:32/mstr32/h32; do
-	topo=${spec%%/*}; rest=${spec#*/}; n=${rest%/*}; last=${rest#*/}
+	topo=${spec%%/*}; rest=${spec#*/}; n=$(uniq_name "${rest%/*}"); last=${rest#*/}
+	CLUSTERS="$CLUSTERS $n"
 	check "up $topo" "$MESHSIM" up "$topo" --name "$n"
 	cfg=$MESHSIM_STATE_DIR/$n/ssh_config
 	hosts=$(awk '$1=="Host"{print $2}' "$cfg")
