@@ -1,0 +1,253 @@
+/*
+ * Unit tests for src/launch/opts.c (the option table) and src/launch/plan.c (the
+ * job plan): parsing and its usage errors; hosts with -n, --hosts against
+ * --hostfile, the backend from the options or the hostfile, the checked
+ * environment, the command resolved as mlx.launch does, the job token.
+ */
+#include "common/compat.h"
+#include "common/opt.h"
+#include "launch/launch.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#define ARGV(...) ((char *[]){ "meshrun", __VA_ARGS__, NULL })
+
+static int argc_of(char **argv)
+{
+	int n = 0;
+
+	while (argv[n])
+		n++;
+	return n;
+}
+
+/* Parse argv into o (initialised here); returns the parser's code. */
+static int parse(char **argv, struct mr_launch_opts *o, struct meshrun_err *err)
+{
+	mr_launch_opts_init(o);
+	*err = (struct meshrun_err)MESHRUN_ERR_INIT;
+	return mr_launch_parse(argc_of(argv), argv, o, err);
+}
+
+static void test_parse(void **state)
+{
+	struct mr_launch_opts o;
+	struct meshrun_err err;
+
+	(void)state;
+	assert_int_equal(parse(ARGV("--hosts", "a,b", "-n", "2", "--backend", "ring", "--stdin", "0",
+				    "--env", "K=V", "--", "./prog", "--flag"), &o, &err), MR_OPT_OK);
+	assert_string_equal(o.hosts, "a,b");
+	assert_int_equal(o.repeat, 2);
+	assert_string_equal(o.backend, "ring");
+	assert_string_equal(o.stdin_mode, "0");
+	assert_int_equal(o.envs.nr, 1);
+	assert_int_equal(o.command.nr, 2);
+	assert_string_equal(o.command.v[1], "--flag"); /* options after the command are its own */
+	assert_int_equal(o.starting_port, 32323);       /* defaults */
+	assert_true(o.verify_script);
+	mr_launch_opts_release(&o);
+
+	assert_int_equal(parse(ARGV("--help"), &o, &err), MR_OPT_HELP);
+	mr_launch_opts_release(&o);
+}
+
+static void test_parse_errors(void **state)
+{
+	const struct {
+		char **argv;
+		const char *msg;
+	} cases[] = {
+		{ ARGV("--hosts", "a"), "no command given" },
+		{ ARGV("-n", "0", "true"), "" },
+		{ ARGV("--starting-port", "70000", "true"), "" },
+		{ ARGV("--backend", "gloo", "true"), "" },
+		{ ARGV("--no-such-flag", "true"), "" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct mr_launch_opts o;
+		struct meshrun_err err;
+
+		assert_int_equal(parse(cases[i].argv, &o, &err), MESHRUN_E_USAGE);
+		assert_true(err.msg[0]);
+		assert_non_null(strstr(err.msg, cases[i].msg));
+		mr_launch_opts_release(&o);
+	}
+}
+
+/* Plan argv (parsed); asserts rc and, on failure, that the message holds msg. */
+static void plan_of(char **argv, struct mr_launch_opts *o, struct mr_launch_plan *p, int rc,
+		    const char *msg)
+{
+	struct meshrun_err err;
+
+	assert_int_equal(parse(argv, o, &err), MR_OPT_OK);
+	if (mr_launch_plan(o, p, &err) != rc)
+		fail_msg("plan: expected %d, got '%s' (%d)", rc, err.msg, err.code);
+	if (rc < 0) {
+		if (!strstr(err.msg, msg))
+			fail_msg("'%s' does not say '%s'", err.msg, msg);
+		mr_launch_opts_release(o);
+	}
+}
+
+static void done(struct mr_launch_opts *o, struct mr_launch_plan *p)
+{
+	mr_launch_plan_release(p);
+	mr_launch_opts_release(o);
+}
+
+static bool is_hex32(const char *s)
+{
+	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
+}
+
+static void test_plan_hosts(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p, q;
+	static const char *const want[] = { "10.9.0.1", "10.9.0.1", "10.9.0.2", "10.9.0.2" };
+
+	(void)state;
+	unsetenv("SLURM_JOB_ID");
+	unsetenv("MESHRUN_LAUNCHER");
+	plan_of(ARGV("--hosts", "10.9.0.1,10.9.0.2", "-n", "2", "--backend", "ring", "sh", "-c", "exit 0"),
+		&o, &p, 0, NULL);
+	assert_int_equal(p.hf->nhosts, 4);
+	for (size_t i = 0; i < 4; i++)
+		assert_string_equal(p.hf->hosts[i].ssh, want[i]);
+	assert_false(p.all_local);
+	assert_int_equal(p.backend, MR_BACKEND_RING);
+	assert_int_equal(p.launcher, MR_LAUNCHER_MESHRUN);
+	assert_int_equal(p.stdin_mode, MR_STDIN_ALL);
+	/* found on PATH: an absolute path; the rest as given */
+	assert_int_equal(p.argv.nr, 3);
+	assert_true(p.argv.v[0][0] == '/' && strstr(p.argv.v[0], "/sh"));
+	assert_string_equal(p.argv.v[2], "exit 0");
+	assert_true(is_hex32(p.token));
+	assert_int_equal(p.env.nranks, 4);
+	assert_string_equal(p.env.per_rank[3].v[0], "MLX_RANK=3");
+	done(&o, &p);
+
+	/* the default host is this machine; every job gets its own token */
+	plan_of(ARGV("--backend", "ring", "--stdin", "none", "no-such-command-here"), &o, &p, 0, NULL);
+	plan_of(ARGV("--backend", "ring", "no-such-command-here"), &o, &q, 0, NULL);
+	assert_int_equal(p.hf->nhosts, 1);
+	assert_true(p.all_local);
+	assert_int_equal(p.stdin_mode, MR_STDIN_NONE);
+	assert_string_equal(p.argv.v[0], "no-such-command-here"); /* the hosts' check decides */
+	assert_string_not_equal(p.token, q.token);
+	mr_launch_plan_release(&q);
+	done(&o, &p);
+
+	plan_of(ARGV("--hosts", "a", "--hostfile", "h.json", "true"), &o, &p, MESHRUN_E_USAGE,
+		"--hosts and --hostfile exclude each other");
+	plan_of(ARGV("--hosts", "a,,b", "true"), &o, &p, MESHRUN_E_USAGE, "--hosts");
+	plan_of(ARGV("--env", "1X=2", "true"), &o, &p, MESHRUN_E_USAGE, "--env");
+}
+
+/* A file under a fresh temporary folder; returns its path (static buffer). */
+static const char *write_file(const char *name, const char *text, mode_t mode)
+{
+	static char dir[64], path[PATH_MAX];
+	FILE *f;
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/tmp/test_launch_plan.XXXXXX");
+		assert_non_null(mkdtemp(dir));
+	}
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+	return path;
+}
+
+static void test_plan_hostfile(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+	char hf[PATH_MAX], bad[PATH_MAX];
+
+	(void)state;
+	unsetenv("SLURM_JOB_ID");
+	unsetenv("MESHRUN_LAUNCHER");
+	snprintf(hf, sizeof(hf), "%s",
+		 write_file("ring.json",
+			    "{\"backend\": \"ring\", \"envs\": [\"A=1\", \"B=1\"], \"hosts\": "
+			    "[{\"ssh\": \"h1\", \"ips\": [\"10.0.0.1\"]}, {\"ssh\": \"h2\", \"ips\": [\"10.0.0.2\"]}]}",
+			    0644));
+	/* the hostfile's backend and envs, then --env (a later name replaces an earlier one) */
+	plan_of(ARGV("--hostfile", hf, "--env", "B=2", "true"), &o, &p, 0, NULL);
+	assert_int_equal(p.backend, MR_BACKEND_RING);
+	assert_int_equal(p.hf->nhosts, 2);
+	assert_int_equal(p.envs.nr, 2);
+	assert_string_equal(p.envs.v[0], "A=1");
+	assert_string_equal(p.envs.v[1], "B=2");
+	done(&o, &p);
+
+	snprintf(bad, sizeof(bad), "%s",
+		 write_file("bad.json", "{\"backend\": \"gloo\", \"hosts\": [{\"ssh\": \"h1\", \"ips\": []}]}",
+			    0644));
+	plan_of(ARGV("--hostfile", bad, "true"), &o, &p, MESHRUN_E_USAGE, "backend: unknown backend 'gloo'");
+	plan_of(ARGV("--hostfile", "/nonexistent/h.json", "true"), &o, &p, MESHRUN_E_USAGE, "/nonexistent/h.json");
+	unlink(hf);
+	unlink(bad);
+}
+
+/* A first word naming a .py or a non-executable file runs with the Python. */
+static void test_plan_python(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+	char py[PATH_MAX], data[PATH_MAX], exe[PATH_MAX];
+
+	(void)state;
+	snprintf(py, sizeof(py), "%s", write_file("train.py", "print(1)\n", 0755));
+	snprintf(data, sizeof(data), "%s", write_file("job", "print(2)\n", 0644));
+	snprintf(exe, sizeof(exe), "%s", write_file("run.sh", "#!/bin/sh\n", 0755));
+
+	plan_of(ARGV("--backend", "ring", "--python", "/opt/py/bin/python3", py, "--lr", "1"), &o, &p, 0, NULL);
+	assert_int_equal(p.argv.nr, 4);
+	assert_string_equal(p.argv.v[0], "/opt/py/bin/python3");
+	assert_string_equal(p.argv.v[1], py);
+	assert_string_equal(p.argv.v[3], "1");
+	done(&o, &p);
+
+	plan_of(ARGV("--backend", "ring", "--python", "/opt/py/bin/python3", data), &o, &p, 0, NULL);
+	assert_string_equal(p.argv.v[0], "/opt/py/bin/python3");
+	done(&o, &p);
+
+	plan_of(ARGV("--backend", "ring", exe), &o, &p, 0, NULL);
+	assert_int_equal(p.argv.nr, 1);
+	assert_string_equal(p.argv.v[0], exe); /* executable: runs itself */
+	done(&o, &p);
+
+	unlink(py);
+	unlink(data);
+	unlink(exe);
+	*strrchr(exe, '/') = '\0';
+	rmdir(exe);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_parse_errors),
+		cmocka_unit_test(test_plan_hosts),
+		cmocka_unit_test(test_plan_hostfile),
+		cmocka_unit_test(test_plan_python),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
