@@ -111,7 +111,7 @@ static bool is_hex32(const char *s)
 
 static void test_plan_hosts(void **state)
 {
-	struct mr_launch_opts o;
+	struct mr_launch_opts o, o2;
 	struct mr_launch_plan p, q;
 	static const char *const want[] = { "10.9.0.1", "10.9.0.1", "10.9.0.2", "10.9.0.2" };
 
@@ -138,13 +138,13 @@ static void test_plan_hosts(void **state)
 
 	/* the default host is this machine; every job gets its own token */
 	plan_of(ARGV("--backend", "ring", "--stdin", "none", "no-such-command-here"), &o, &p, 0, NULL);
-	plan_of(ARGV("--backend", "ring", "no-such-command-here"), &o, &q, 0, NULL);
+	plan_of(ARGV("--backend", "ring", "no-such-command-here"), &o2, &q, 0, NULL);
 	assert_int_equal(p.hf->nhosts, 1);
 	assert_true(p.all_local);
 	assert_int_equal(p.stdin_mode, MR_STDIN_NONE);
 	assert_string_equal(p.argv.v[0], "no-such-command-here"); /* the hosts' check decides */
 	assert_string_not_equal(p.token, q.token);
-	mr_launch_plan_release(&q);
+	done(&o2, &q);
 	done(&o, &p);
 
 	plan_of(ARGV("--hosts", "a", "--hostfile", "h.json", "true"), &o, &p, MESHRUN_E_USAGE,
