@@ -162,6 +162,80 @@ static bool can_auto_setup(struct cfg_run *c)
 	return nno == 0;
 }
 
+/* Step 1, discovery: one batch of commands for every host -> tc and routes. */
+static int discover(struct cfg_run *c, struct mr_hal_cmd *cmds, struct mr_topo_cluster *tc,
+		    struct mr_topo_routes *routes)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	size_t n = c->nhosts;
+	int rc;
+
+	cfg_step(c, "getting the Thunderbolt connectivity of every host");
+	for (size_t i = 0; i < n; i++) {
+		struct mr_hal_cmd *hc = &cmds[i * D_NR];
+		const char *name = c->hosts[i].name;
+
+		cfg_cmd(c, &hc[D_SP], name, argv_sp);
+		cfg_cmd(c, &hc[D_NS], name, argv_ns);
+		cfg_cmd(c, &hc[D_IBV], name, argv_ibv);
+		cfg_cmd(c, &hc[D_ROUTES], name, argv_routes);
+	}
+	cfg_ip_cmds(c, &cmds[D_EN0], D_NR);
+	if (cfg_hal_run(c, cmds, n * D_NR, &e) < 0) {
+		cfg_error(c, "discovery: %s", e.msg);
+		return MR_CONFIG_EXIT_DISCOVERY;
+	}
+	rc = build_cluster(c, cmds, tc, routes);
+	if (rc)
+		return rc;
+	cfg_step_done(c, "%zu hosts, %zu cables%s", tc->nhosts, tc->ncables,
+		      tc->nonesided ? " (and one-sided ones, not used)" : "");
+	return 0;
+}
+
+/* Step 2, --dot / --png: the graph printed or rendered, nothing changed. */
+static int write_dot(struct cfg_run *c, const struct mr_topo_cluster *tc)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	struct mr_buf b = MR_BUF_INIT;
+	int rc = 0;
+
+	if (mr_topo_dot(tc, &b, &e) < 0) {
+		cfg_error(c, "%s", e.msg);
+		rc = MR_CONFIG_EXIT_TOPOLOGY;
+	} else if (c->o->png && cfg_render_png(&b, c->o->png, &e) < 0) {
+		cfg_error(c, "%s", e.msg);
+		rc = MR_CONFIG_EXIT_TOPOLOGY;
+	} else if (c->o->dot &&
+		   (fwrite(b.p, 1, b.len, c->out) != b.len || fflush(c->out) != 0)) {
+		cfg_error(c, "write the DOT graph to stdout: %s", strerror(errno));
+		rc = MR_CONFIG_EXIT_TOPOLOGY;
+	}
+	mr_buf_release(&b);
+	return rc;
+}
+
+/* Step 3, the verdict and the backend; ch is the caller's to release on success. */
+static int choose_backend(struct cfg_run *c, const struct mr_topo_cluster *tc,
+			  enum mr_topo_backend want, struct mr_topo_choice *ch)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+
+	cfg_step(c, "choosing the backend");
+	if (mr_topo_choose(tc, want, ch, &e) < 0) {
+		cfg_error(c, "%s", e.msg);
+		for (size_t k = 0; k < ch->notes.nr; k++)
+			cfg_error(c, "%s", ch->notes.v[k]);
+		if (!strstr(e.msg, "--dot"))
+			cfg_error(c, "perhaps run with --dot to generate a plot of the connectivity");
+		mr_topo_choice_release(ch);
+		return MR_CONFIG_EXIT_TOPOLOGY;
+	}
+	say_verdict(c, tc, ch);
+	cfg_step_done(c, "backend %s", mr_topo_backend_name(ch->backend));
+	return 0;
+}
+
 int cfg_thunderbolt(struct cfg_run *c)
 {
 	size_t n = c->nhosts;
@@ -190,62 +264,17 @@ int cfg_thunderbolt(struct cfg_run *c)
 		goto out;
 	}
 
-	/* 1. discovery: one batch for every host */
-	cfg_step(c, "getting the Thunderbolt connectivity of every host");
-	for (size_t i = 0; i < n; i++) {
-		struct mr_hal_cmd *hc = &cmds[i * D_NR];
-		const char *name = c->hosts[i].name;
-
-		cfg_cmd(c, &hc[D_SP], name, argv_sp);
-		cfg_cmd(c, &hc[D_NS], name, argv_ns);
-		cfg_cmd(c, &hc[D_IBV], name, argv_ibv);
-		cfg_cmd(c, &hc[D_ROUTES], name, argv_routes);
-	}
-	cfg_ip_cmds(c, &cmds[D_EN0], D_NR);
-	if (cfg_hal_run(c, cmds, n * D_NR, &e) < 0) {
-		cfg_error(c, "discovery: %s", e.msg);
-		rc = MR_CONFIG_EXIT_DISCOVERY;
-		goto out;
-	}
-	rc = build_cluster(c, cmds, tc, routes);
+	rc = discover(c, cmds, tc, routes);
 	if (rc)
 		goto out;
-	cfg_step_done(c, "%zu hosts, %zu cables%s", tc->nhosts, tc->ncables,
-		      tc->nonesided ? " (and one-sided ones, not used)" : "");
-
-	/* 2. --dot: print and stop, changing nothing */
 	if (c->o->dot || c->o->png) {
-		struct mr_buf b = MR_BUF_INIT;
-		if (mr_topo_dot(tc, &b, &e) < 0) {
-			cfg_error(c, "%s", e.msg);
-			rc = MR_CONFIG_EXIT_TOPOLOGY;
-		} else if (c->o->png && cfg_render_png(&b, c->o->png, &e) < 0) {
-			cfg_error(c, "%s", e.msg);
-			rc = MR_CONFIG_EXIT_TOPOLOGY;
-		} else if (c->o->dot &&
-			   (fwrite(b.p, 1, b.len, c->out) != b.len || fflush(c->out) != 0)) {
-			cfg_error(c, "write the DOT graph to stdout: %s", strerror(errno));
-			rc = MR_CONFIG_EXIT_TOPOLOGY;
-		}
-		mr_buf_release(&b);
+		rc = write_dot(c, tc);
 		goto out;
 	}
-
-	/* 3. verdict and backend */
-	cfg_step(c, "choosing the backend");
-	if (mr_topo_choose(tc, want, &ch, &e) < 0) {
-		cfg_error(c, "%s", e.msg);
-		for (size_t k = 0; k < ch.notes.nr; k++)
-			cfg_error(c, "%s", ch.notes.v[k]);
-		if (!strstr(e.msg, "--dot"))
-			cfg_error(c, "perhaps run with --dot to generate a plot of the connectivity");
-		mr_topo_choice_release(&ch);
-		rc = MR_CONFIG_EXIT_TOPOLOGY;
+	rc = choose_backend(c, tc, want, &ch);
+	if (rc)
 		goto out;
-	}
 	have_choice = true;
-	say_verdict(c, tc, &ch);
-	cfg_step_done(c, "backend %s", mr_topo_backend_name(ch.backend));
 
 	/* 4. IP plan and hostfile (built before anything is changed) */
 	cfg_step(c, "planning the point-to-point addresses");
