@@ -21,6 +21,7 @@
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
 #include "sim/live.h"
+#include "sim/login.h"
 #include "sim/net.h"
 #include "sim/plan.h"
 #include "sim/proc.h"
@@ -610,8 +611,13 @@ static int fault_host(struct fault_ctx *f, const char *host, bool start, struct 
 	if (rc == 0 && !mr_sim_pid_in_netns(read_pid(f->state, host), ns)) {
 		char *pidf = xasprintf("%s/%s/sshd.pid", f->state, host);
 		unlink(pidf);
-		rc = mr_sim_run(NULL, err, "start sshd", "ip", "netns", "exec", ns,
-				sshd ? sshd : "/usr/sbin/sshd", "-f", cfg, "-E", log, NULL);
+		struct mr_sim_job job = MR_SIM_JOB_INIT;
+		char *hdir = xasprintf("%s/%s", f->state, host);
+		mr_sim_login_sshd_job(&job, "start sshd", ns, host, f->state, hdir,
+				      sshd ? sshd : "/usr/sbin/sshd");
+		rc = mr_sim_run_jobs(&job, 1, 1, 10000, 0, err);
+		mr_sim_job_release(&job);
+		free(hdir);
 		/* the daemon writes its pid file just after the parent returned */
 		int64_t deadline = mr_now_ms() + 10000;
 		while (rc == 0 && read_pid(f->state, host) == 0 && mr_ms_left(deadline) > 0)

@@ -4,14 +4,17 @@
  * Order (each phase runs its per-host work as parallel processes):
  *   1. read and check the fixture (nothing is created before this succeeds);
  *   2. state dir, state.json (from here on a failure tears everything down),
- *      per-host files: fixture copies, shims, sshd_config; ssh_config;
+ *      per-host files: fixture copies, shims (render.h, mac.h), sshd_config;
+ *      ssh_config; the passwd copy with zsh as root's shell;
  *   3. ssh-keygen: one user key, one ed25519 host key per host;
  *   4. `ip -batch root.batch`: namespaces, management bridge and veths, one veth
  *      pair per cable created directly in the two hosts' namespaces;
  *   5. per host, inside its namespace: IPv6 off (no background chatter on the
  *      cables, so their counters show only real traffic), `ip -batch net.batch`:
  *      lo, en0 address, bridge0 over the Thunderbolt interfaces;
- *   6. known_hosts and authorized_keys, then one sshd per host;
+ *   6. known_hosts and authorized_keys, then one sshd per host, each in a mount
+ *      and UTS namespace of its own: root logs in with zsh, `hostname` is the
+ *      host's name (login.h);
  *   7. soft-RoCE where the kernel has rdma_rxe; then what ibv_devices answers
  *      (live.h: the fixture's devices only where they exist, or --pretend-rdma).
  */
@@ -35,6 +38,8 @@
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
 #include "sim/live.h"
+#include "sim/login.h"
+#include "sim/mac.h"
 #include "sim/model.h"
 #include "sim/net.h"
 #include "sim/plan.h"
@@ -185,6 +190,21 @@ static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
 		rc = write_text(p, b.p, b.len, 0755, err);
 		free(p);
 	}
+	if (rc == 0) {
+		struct mr_sim_mac mac;
+		rc = mr_sim_mac_of_host(u->cl, i, &mac, err);
+		for (size_t s = 0; rc == 0 && mr_sim_mac_shim_names[s]; s++) {
+			mr_buf_reset(&b);
+			if (mr_sim_render_mac_shim(mr_sim_mac_shim_names[s], h->name, d, &mac, &b) < 0) {
+				rc = mr_err_set(err, MESHRUN_E_INVAL, "shim '%s' of host '%s'",
+						mr_sim_mac_shim_names[s], h->name);
+				break;
+			}
+			p = xasprintf("%s/bin/%s", d, mr_sim_mac_shim_names[s]);
+			rc = write_text(p, b.p, b.len, 0755, err);
+			free(p);
+		}
+	}
 	if (rc == 0 && h->nosudo) {
 		p = xasprintf("%s/nosudo", d);
 		rc = write_text(p, "", 0, 0644, err);
@@ -230,6 +250,8 @@ static int write_cluster_files(struct up *u, struct meshrun_err *err)
 	p = xasprintf("%s/state.json", u->state);
 	rc = write_text(p, b.p, b.len, 0644, err);
 	free(p);
+	if (rc == 0)
+		rc = mr_sim_login_write_passwd(u->state, err); /* root's shell: zsh, as on a Mac */
 	for (size_t i = 0; rc == 0 && i < u->cl->nhosts; i++)
 		rc = write_host_files(u, i, err);
 	if (rc == 0)
@@ -429,13 +451,10 @@ static int start_sshds(struct up *u, struct meshrun_err *err)
 	}
 	for (size_t i = 0; i < n; i++) {
 		char *label = xasprintf("host '%s': start sshd", u->cl->hosts[i].name);
-		char *cfg = xasprintf("%s/sshd_config", u->hdir[i]);
-		char *log = xasprintf("%s/sshd.log", u->hdir[i]);
-		mr_sim_job_set(&jobs[i], label, "ip", "netns", "exec", u->ns[i], sshd, "-f", cfg,
-			       "-E", log, NULL);
+		/* its own mount and UTS namespaces: zsh login shell, hostname (login.h) */
+		mr_sim_login_sshd_job(&jobs[i], label, u->ns[i], u->cl->hosts[i].name, u->state,
+				      u->hdir[i], sshd);
 		free(label);
-		free(cfg);
-		free(log);
 	}
 	free(sshd);
 	rc = run_phase(u, jobs, n, NULL, err);

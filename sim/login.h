@@ -1,0 +1,36 @@
+/*
+ * login.h - how a simulated host's sshd starts, so that ssh into it looks like
+ * ssh into a Mac: the login shell is zsh and `hostname` is the fixture's name.
+ *
+ * Mechanism: each host's sshd runs in a mount namespace and a UTS namespace of
+ * its own (unshare --mount --uts, inside the host's network namespace). In that
+ * mount namespace <state>/passwd, a copy of /etc/passwd whose root entry has
+ * zsh as its shell, is bind-mounted over /etc/passwd; in that UTS namespace the
+ * host name is set. Every session sshd starts (meshrun's ranks, meshconfig's
+ * commands) inherits both. Why this and not a per-cluster user: the shims
+ * (ifconfig, route, sudo) change the network namespace and need root, and
+ * meshsim must leave the machine as it found it: nothing is written under /etc,
+ * the mount and the name exist only in namespaces that end with that sshd (also
+ * when meshsim crashes or the cluster is torn down by hand).
+ */
+#ifndef MR_SIM_LOGIN_H
+#define MR_SIM_LOGIN_H
+
+#include "common/compat.h"
+#include "meshrun/err.h"
+#include "sim/proc.h"
+
+/* Write <state_dir>/passwd: /etc/passwd with root's shell set to zsh (found on
+ * PATH; an error naming the package when it is missing). */
+int mr_sim_login_write_passwd(const char *state_dir, struct meshrun_err *err);
+
+/*
+ * The job that starts host's sshd (it daemonizes; the job ends when the parent
+ * returns): in network namespace ns, a new mount and UTS namespace, passwd from
+ * state_dir, host name host, config and log in host_dir. sshd is its path.
+ */
+void mr_sim_login_sshd_job(struct mr_sim_job *j, const char *label, const char *ns,
+			   const char *host, const char *state_dir, const char *host_dir,
+			   const char *sshd);
+
+#endif
