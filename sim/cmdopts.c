@@ -16,7 +16,12 @@ static const struct {
 		"On a terminal one line shows the step and the hosts done so far; in a log\n"
 		"each finished step is one [INFO] line.\n"
 		"ibv_devices lists a host's RDMA devices only where soft-RoCE made them\n"
-		"(the kernel has rdma_rxe); one line names the hosts without RDMA and why.\n",
+		"(the kernel has rdma_rxe); one line names the hosts without RDMA and why.\n"
+		"The hosts log in like Macs: root's login shell is zsh and `hostname` is\n"
+		"the host's name (each sshd has mount and UTS namespaces of its own:\n"
+		"nothing under /etc changes), and shims answer uname (Darwin, arm64),\n"
+		"sw_vers, sysctl hw.model/hw.ncpu, ping and netstat -rn in macOS's syntax,\n"
+		"refusing GNU forms as macOS does.\n",
 	},
 	[MR_SIM_DOWN] = {
 		"down", "meshsim down [NAME]", "remove everything it made",
