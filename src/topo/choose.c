@@ -68,6 +68,28 @@ static int rdma_reason(struct mr_buf *b, const struct mr_topo_choice *ch)
 	return 0;
 }
 
+/* The hosts that keep RDMA off: a cable at 40 Gb/s or less (tb4), no RDMA device. */
+static int rdma_blockers(const struct mr_topo_cluster *c, struct mr_topo_choice *ch)
+{
+	for (size_t i = 0; i < c->nhosts; i++) {
+		const struct mr_topo_host *h = &c->hosts[i];
+		bool slow = false;
+
+		for (size_t k = 0; k < c->ncables; k++) {
+			const struct mr_topo_cable *cb = &c->cables[k];
+
+			if ((cb->host[0] == i || cb->host[1] == i) && cb->speed_gbps &&
+			    cb->speed_gbps <= 40)
+				slow = true;
+		}
+		if (slow && mr_strvec_push(&ch->tb4, h->name) < 0)
+			return -1;
+		if (!h->rdma_devs.nr && mr_strvec_push(&ch->no_rdma, h->name) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 		   struct mr_topo_choice *out, struct meshrun_err *err)
 {
@@ -89,22 +111,8 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 	ch.has_ring = rc == 0;
 	rc = 0;
 
-	for (size_t i = 0; i < c->nhosts; i++) {
-		const struct mr_topo_host *h = &c->hosts[i];
-		bool slow = false;
-
-		for (size_t k = 0; k < c->ncables; k++) {
-			const struct mr_topo_cable *cb = &c->cables[k];
-
-			if ((cb->host[0] == i || cb->host[1] == i) && cb->speed_gbps &&
-			    cb->speed_gbps <= 40)
-				slow = true;
-		}
-		if (slow && mr_strvec_push(&ch.tb4, h->name) < 0)
-			goto out_nomem;
-		if (!h->rdma_devs.nr && mr_strvec_push(&ch.no_rdma, h->name) < 0)
-			goto out_nomem;
-	}
+	if (rdma_blockers(c, &ch) < 0)
+		goto out_nomem;
 	ch.rdma = !ch.tb4.nr && !ch.no_rdma.nr;
 	if (rdma_reason(&rdma_why, &ch) < 0)
 		goto out_nomem;

@@ -257,6 +257,34 @@ static int sort_ports_cmp(const void *a, const void *b)
 	return strcmp(x->ifname, y->ifname);
 }
 
+/* A Mac behind a hub or dock: its peer one level deeper (beyond MLX); 1 found. */
+static int find_peer_via_hub(const cJSON *items, const char *name, struct mr_json_path *path,
+			     const cJSON **peer, struct meshrun_err *err)
+{
+	const cJSON *it;
+	size_t k = 0;
+
+	cJSON_ArrayForEach(it, items) {
+		const cJSON *sub = mr_json_member(it, "_items");
+
+		if (sub) {
+			int rc;
+
+			mr_json_path_index(path, k);
+			mr_json_path_key(path, "_items");
+			rc = find_peer(sub, name, path, peer, err);
+			if (rc < 0)
+				return rc;
+			mr_json_path_pop(path);
+			mr_json_path_pop(path);
+			if (*peer)
+				return 1;
+		}
+		k++;
+	}
+	return 0;
+}
+
 static int parse_bus(const char *host, const char *name, const cJSON *bus, struct mr_json_path *path,
 		     const struct mr_topo_hwports *hp, struct mr_topo_host *h, bool *added,
 		     struct meshrun_err *err)
@@ -310,28 +338,10 @@ static int parse_bus(const char *host, const char *name, const cJSON *bus, struc
 	if (rc < 0)
 		goto out;
 	if (!peer && items) {
-		/* A Mac behind a hub or dock: one level deeper (beyond MLX). */
-		const cJSON *it;
-		size_t k = 0;
-
-		cJSON_ArrayForEach(it, items) {
-			const cJSON *sub = mr_json_member(it, "_items");
-
-			if (sub) {
-				mr_json_path_index(path, k);
-				mr_json_path_key(path, "_items");
-				rc = find_peer(sub, name, path, &peer, err);
-				if (rc < 0)
-					goto out;
-				mr_json_path_pop(path);
-				mr_json_path_pop(path);
-				if (peer) {
-					port.peer_via_hub = true;
-					break;
-				}
-			}
-			k++;
-		}
+		rc = find_peer_via_hub(items, name, path, &peer, err);
+		if (rc < 0)
+			goto out;
+		port.peer_via_hub = rc > 0;
 	}
 	mr_json_path_pop(path);
 
