@@ -288,7 +288,7 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 		for (struct conn *c = sh->conns; c; c = c->next)
 			for (struct job *j = c->head; j; j = j->next)
 				if (j->cmd)
-					mr_ssh_job_fail(j, rc, "'%s': %s", c->cfg.alias, err ? err->msg : "poll failed");
+					mr_ssh_job_fail(j, rc, "'%s': %s", c->cfg.dest, err ? err->msg : "poll failed");
 	}
 	return rc;
 }
@@ -327,7 +327,7 @@ static int ssh_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
 				errs[i] = c->err;
 			else
 				mr_err_set(&errs[i], MESHRUN_E_CONNECT, "ssh to '%s': not connected",
-					   c->cfg.alias);
+					   c->cfg.dest);
 		}
 		if (errs[i].code)
 			failed++;

@@ -327,7 +327,7 @@ static void job_ssh_error(struct job *j, int rc, const char *what)
 		return;
 	}
 	mr_ssh_job_fail(j, j->st >= S_IO ? MESHRUN_E_NOEXIT : MESHRUN_E_EXEC, "'%s': %s: %s",
-		 c->cfg.alias, what, mr_ssh_errmsg(c->s, rc));
+		 c->cfg.dest, what, mr_ssh_errmsg(c->s, rc));
 	/* The channel stays with the session (freeing it could wait on the server). */
 	mr_ssh_job_unlink(j);
 }
@@ -444,7 +444,7 @@ static void job_exit_status(struct job *j)
 			job_result(j, 0, 0, sig, NULL);
 		else
 			mr_ssh_job_fail(j, MESHRUN_E_PROTO, "'%s': killed by unknown signal '%s'",
-				 c->cfg.alias, signame);
+				 c->cfg.dest, signame);
 		libssh2_free(c->s, signame);
 		return;
 	}
@@ -484,7 +484,7 @@ bool mr_ssh_job_step(struct job *j)
 		return false;
 	if (j->kind == J_RUN && !j->done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
 		mr_ssh_job_fail(j, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms",
-			 c->cfg.alias, j->deadline_ms - j->start_ms);
+			 c->cfg.dest, j->deadline_ms - j->start_ms);
 		if (j->st == S_WAIT || j->st == S_OPEN) {
 			if (j->st == S_WAIT) {
 				mr_ssh_job_unlink(j);
@@ -530,7 +530,7 @@ bool mr_ssh_job_step(struct job *j)
 				}
 				mr_ssh_job_fail(j, MESHRUN_E_CONNECT,
 					 "'%s': sshd refused another session channel (%d open; raise MaxSessions in its sshd_config)",
-					 c->cfg.alias, c->nchan);
+					 c->cfg.dest, c->nchan);
 				mr_ssh_job_unlink(j);
 				return true;
 			}

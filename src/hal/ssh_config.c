@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/num.h"
+#include "common/shquote.h"
 
 #include <ctype.h>
 #include <pwd.h>
@@ -94,7 +95,7 @@ const char *mr_ssh_home(void)
 	return "/";
 }
 
-static const char *local_user(void)
+const char *mr_ssh_local_user(void)
 {
 	const char *u = getenv("USER");
 	struct passwd *pw;
@@ -454,8 +455,8 @@ static char *expand(const char *v, bool path, const struct mr_ssh_host_cfg *h, c
 		case 'h': add = h->hostname ? h->hostname : h->alias; break;
 		case 'n': add = h->alias; break;
 		case 'd': add = mr_ssh_home(); break;
-		case 'u': add = local_user(); break;
-		case 'r': add = h->user ? h->user : local_user(); break;
+		case 'u': add = mr_ssh_local_user(); break;
+		case 'r': add = h->user ? h->user : mr_ssh_local_user(); break;
 		default:
 			*why = "unknown %-token";
 			goto fail;
@@ -474,8 +475,60 @@ fail:
 	return NULL;
 }
 
+static bool valid_user(const char *s)
+{
+	if (!*s || s[0] == '-')
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("_.-", *s))
+			return false;
+	return true;
+}
+
+int mr_ssh_dest_split(const char *dest, char **user, char **host, struct meshrun_err *err)
+{
+	const char *at = strrchr(dest, '@');
+	const char *h = at ? at + 1 : dest;
+	char *u = NULL, *hh = NULL;
+
+	if (user)
+		*user = NULL;
+	if (host)
+		*host = NULL;
+	/* An IPv6 address has no '@'; a name may not start with '-' (an ssh option). */
+	if (!mr_is_ip(h) && !mr_is_hostname(h))
+		return mr_err_set(err, MESHRUN_E_USAGE,
+				  "ssh destination '%s': '%s' is not a host name or IP address%s",
+				  dest, h, h[0] == '-' ? " (it would be read as an ssh option)" : "");
+	if (at) {
+		u = strndup(dest, (size_t)(at - dest));
+		if (!u)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "ssh destination '%s': out of memory", dest);
+		if (!valid_user(u)) {
+			int rc = mr_err_set(err, MESHRUN_E_USAGE,
+					    "ssh destination '%s': '%s' is not a user name "
+					    "(letters, digits, '_', '.', '-'; not starting with '-')",
+					    dest, u);
+			free(u);
+			return rc;
+		}
+	}
+	if (host && !(hh = strdup(h))) {
+		free(u);
+		return mr_err_set(err, MESHRUN_E_NOMEM, "ssh destination '%s': out of memory", dest);
+	}
+	if (user)
+		*user = u;
+	else
+		free(u);
+	if (host)
+		*host = hh;
+	return 0;
+}
+
 void mr_ssh_host_cfg_release(struct mr_ssh_host_cfg *h)
 {
+	MR_FREE(h->dest);
 	MR_FREE(h->alias);
 	MR_FREE(h->hostname);
 	MR_FREE(h->user);
@@ -484,7 +537,7 @@ void mr_ssh_host_cfg_release(struct mr_ssh_host_cfg *h)
 	*h = (struct mr_ssh_host_cfg)MR_SSH_HOST_CFG_INIT;
 }
 
-int mr_ssh_config_lookup(const struct mr_ssh_config *cfg, const char *alias,
+int mr_ssh_config_lookup(const struct mr_ssh_config *cfg, const char *dest,
 			 struct mr_ssh_host_cfg *out, struct meshrun_err *err)
 {
 	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
@@ -496,8 +549,14 @@ int mr_ssh_config_lookup(const struct mr_ssh_config *cfg, const char *alias,
 	int rc = MESHRUN_E_NOMEM;
 
 	*out = h;
-	h.alias = strdup(alias);
-	if (!h.alias)
+	rc = mr_ssh_dest_split(dest, &h.user, &h.alias, err);
+	if (rc < 0)
+		return rc;
+	rc = MESHRUN_E_NOMEM;
+	h.user_from_dest = h.user != NULL;
+	const char *alias = h.alias;
+	h.dest = strdup(dest);
+	if (!h.dest)
 		goto fail;
 	for (size_t i = 0; cfg && i < cfg->nblocks; i++) {
 		const struct cfg_block *b = &cfg->blocks[i];
@@ -576,10 +635,10 @@ int mr_ssh_config_lookup(const struct mr_ssh_config *cfg, const char *alias,
 
 fail_why:
 	rc = mr_err_set(err, !strcmp(why, "out of memory") ? MESHRUN_E_NOMEM : MESHRUN_E_PARSE,
-			"ssh config for '%s': %s", alias, why);
+			"ssh config for '%s': %s", dest, why);
 	goto out;
 fail:
-	rc = mr_err_set(err, MESHRUN_E_NOMEM, "ssh config for '%s': out of memory", alias);
+	rc = mr_err_set(err, MESHRUN_E_NOMEM, "ssh config for '%s': out of memory", dest);
 out:
 	mr_strvec_release(&ids);
 	mr_ssh_host_cfg_release(&h);

@@ -44,9 +44,11 @@ enum mr_ssh_strict {
 
 /* The options that apply to one host, after lookup. */
 struct mr_ssh_host_cfg {
-	char *alias;                  /* the name looked up */
+	char *dest;                   /* the destination as given: [user@]alias */
+	char *alias;                  /* the name looked up (dest without user@) */
 	char *hostname;               /* HostName (expanded), else the alias */
-	char *user;                   /* User, or NULL when not set */
+	char *user;                   /* dest's user, else User, else NULL */
+	bool user_from_dest;          /* user came from "user@" in dest */
 	int port;                     /* Port, or 0 when not set (22) */
 	struct mr_strvec identity_files;  /* expanded paths, in order */
 	struct mr_strvec known_hosts;     /* UserKnownHostsFile (expanded); empty: not set */
@@ -55,7 +57,7 @@ struct mr_ssh_host_cfg {
 	int connect_timeout_ms;       /* 0 when not set */
 };
 
-#define MR_SSH_HOST_CFG_INIT { NULL, NULL, NULL, 0, MR_STRVEC_INIT, MR_STRVEC_INIT, false, \
+#define MR_SSH_HOST_CFG_INIT { NULL, NULL, NULL, NULL, false, 0, MR_STRVEC_INIT, MR_STRVEC_INIT, false, \
 			       MR_SSH_STRICT_UNSET, 0 }
 
 struct mr_ssh_config;
@@ -71,12 +73,26 @@ int mr_ssh_config_load(struct mr_ssh_config **out, const char *path, struct mesh
 void mr_ssh_config_free(struct mr_ssh_config *cfg);
 
 /*
- * Options for alias (cfg may be NULL: nothing configured). %u is the local user
- * ($USER, else the password database), %r the configured User, else %u.
- * Errors: an unknown %-token in a value.
+ * An ssh destination "[user@]host" as OpenSSH splits it: at the last '@'. The
+ * host is an IP address or a name of [A-Za-z0-9_.-]; the user is [A-Za-z0-9_.-];
+ * neither may be empty or start with '-' (ssh would read it as an option), and
+ * nothing else (whitespace, quotes, shell metacharacters, a second '@') is
+ * accepted: MESHRUN_E_USAGE, "ssh destination 'DEST': ..." naming the part.
+ * *user (NULL when there is no "user@") and *host are allocated; either out
+ * pointer may be NULL.
  */
-int mr_ssh_config_lookup(const struct mr_ssh_config *cfg, const char *alias,
+int mr_ssh_dest_split(const char *dest, char **user, char **host, struct meshrun_err *err);
+
+/*
+ * Options for dest, "[user@]alias" (mr_ssh_dest_split; cfg may be NULL: nothing
+ * configured): blocks are matched against the alias; the user is dest's, else
+ * the configured User. %u is the local user ($USER, else the password database),
+ * %r that user, else %u. Errors: a bad destination, an unknown %-token.
+ */
+int mr_ssh_config_lookup(const struct mr_ssh_config *cfg, const char *dest,
 			 struct mr_ssh_host_cfg *out, struct meshrun_err *err);
+/* The local user name ($USER, else the password database, else "root"). */
+const char *mr_ssh_local_user(void);
 void mr_ssh_host_cfg_release(struct mr_ssh_host_cfg *h);
 
 /* OpenSSH pattern match: * any run, ? any one character (no character classes). */

@@ -114,7 +114,7 @@ void mr_ssh_conn_set_err(struct conn *c, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	mr_err_set(&c->err, code, "ssh to '%s' (%s): %s", c->cfg.alias,
+	mr_err_set(&c->err, code, "ssh to '%s' (%s): %s", c->cfg.dest,
 		   c->addr[0] ? c->addr : c->cfg.hostname, msg);
 }
 
@@ -140,7 +140,7 @@ static int push_unique(struct mr_strvec *v, const char *s)
 struct conn *mr_ssh_conn_find(struct ssh_hal *sh, const char *host)
 {
 	for (struct conn *c = sh->conns; c; c = c->next)
-		if (!strcmp(c->cfg.alias, host))
+		if (!strcmp(c->cfg.dest, host))
 			return c;
 	return NULL;
 }
@@ -170,8 +170,9 @@ int mr_ssh_conn_get(struct ssh_hal *sh, const char *host, struct conn **out, str
 		free(c);
 		return rc;
 	}
-	u = o->user ? o->user : c->cfg.user ? c->cfg.user : getenv("USER");
-	c->user = strdup(u && *u ? u : "root");
+	/* user@ in the destination, then opts.user, then ssh_config's User, then ours. */
+	u = c->cfg.user_from_dest ? c->cfg.user : o->user ? o->user : c->cfg.user;
+	c->user = strdup(u && *u ? u : mr_ssh_local_user());
 	c->port = c->cfg.port ? c->cfg.port : 22;
 	c->timeout_ms = c->cfg.connect_timeout_ms ? c->cfg.connect_timeout_ms : o->connect_timeout_ms;
 	c->strict = c->cfg.strict ? c->cfg.strict : MR_SSH_STRICT_YES;

@@ -404,8 +404,13 @@ int mr_hostfile_from_list(const char *list, struct mr_hostfile **out, struct mes
 			goto out;
 		}
 		if (!valid_ssh_name(s)) {
+			bool space = isspace((unsigned char)s[0]) ||
+				     isspace((unsigned char)s[strlen(s) - 1]);
+
 			rc = mr_err_set(err, MESHRUN_E_USAGE,
-					"--hosts: '%s' is not a host name or IP address", s);
+					"--hosts: entry %zu '%s' is not a [user@]host name or IP address%s",
+					i + 1, s, space ? " (no spaces around the commas)" :
+						  s[0] == '-' ? " (it would be read as an ssh option)" : "");
 			goto out;
 		}
 		rc = mr_hostfile_add_host(hf, s, err);
@@ -413,7 +418,10 @@ int mr_hostfile_from_list(const char *list, struct mr_hostfile **out, struct mes
 			goto out;
 		hf->hosts[rc].has_rdma = true; /* MLX: Host(..., ips, []) */
 		rc = 0;
-		if (mr_is_ip(s) && mr_strvec_push(&hf->hosts[hf->nhosts - 1].ips, s) < 0) {
+		/* "user@10.0.0.5" is that address too (MLX gives it no ips: the ring fails) */
+		const char *at = strrchr(s, '@');
+		const char *ip = at ? at + 1 : s;
+		if (mr_is_ip(ip) && mr_strvec_push(&hf->hosts[hf->nhosts - 1].ips, ip) < 0) {
 			rc = nomem(err);
 			goto out;
 		}

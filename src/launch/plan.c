@@ -44,8 +44,8 @@ static int hosts_from_list(const struct mr_launch_opts *o, struct mr_hostfile **
 	struct mr_hostfile *list = NULL, *hf = NULL;
 	int rc;
 
+	/* its messages start with "--hosts" */
 	if ((rc = mr_hostfile_from_list(o->hosts ? o->hosts : "127.0.0.1", &list, err)) < 0) {
-		mr_err_prefix(err, "--hosts");
 		err->code = MESHRUN_E_USAGE;
 		return MESHRUN_E_USAGE;
 	}

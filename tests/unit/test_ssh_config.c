@@ -60,7 +60,7 @@ static void test_first_match_wins(void **state)
 	cfg = parse_ok("# global part\n"
 		       "ConnectTimeout 7\n"
 		       "\n"
-		       "Host h1 h2 \"h 3\"\n"
+		       "Host h1 h2 \"h 3\" \"h_3\"\n"
 		       "    HostName 10.0.0.%h-x\n"
 		       "    User alice\n"
 		       "    Port=2222\n"
@@ -101,9 +101,15 @@ static void test_first_match_wins(void **state)
 	assert_int_equal(h.identity_files.nr, 1);
 	mr_ssh_host_cfg_release(&h);
 
-	lookup_ok(cfg, "h 3", &h);
-	assert_string_equal(h.hostname, "10.0.0.h 3-x");
+	/* a quoted pattern parses, but a destination with a space is refused */
+	lookup_ok(cfg, "h_3", &h);
+	assert_string_equal(h.hostname, "10.0.0.h_3-x");
 	mr_ssh_host_cfg_release(&h);
+	{
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+
+		assert_int_equal(mr_ssh_config_lookup(cfg, "h 3", &h, &e), MESHRUN_E_USAGE);
+	}
 
 	lookup_ok(cfg, "h7", &h);
 	assert_string_equal(h.hostname, "ignored-for-h1");
@@ -249,6 +255,66 @@ static void test_load(void **state)
 	rmdir(dir);
 }
 
+/* "[user@]host" (issue 15): split at the last '@', the user wins over User and
+ * is %r; hostile parts are refused naming the part. */
+static void test_dest(void **state)
+{
+	static const struct { const char *dest, *user, *host; } ok[] = {
+		{ "h1", NULL, "h1" },           { "me@h1", "me", "h1" },
+		{ "me@10.0.0.5", "me", "10.0.0.5" }, { "a.b-c_d@h.lan", "a.b-c_d", "h.lan" },
+		{ "fe80::1", NULL, "fe80::1" }, { "me@fe80::1", "me", "fe80::1" },
+	};
+	static const char *const bad[] = {
+		"", "@h1", "me@", "-oProxyCommand=x", "me@-h1", "-l@h1", "a b@h1", "me@h 1",
+		"me@h1;id", "$(id)@h1", "a@b@h1", "me@h1\n", "`x`@h1", "me@h1|x", "'q'@h1",
+	};
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_ssh_config *cfg;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char *u = NULL, *host = NULL;
+
+		if (mr_ssh_dest_split(ok[i].dest, &u, &host, &err) < 0)
+			fail_msg("'%s': %s", ok[i].dest, err.msg);
+		if (ok[i].user)
+			assert_string_equal(u, ok[i].user);
+		else
+			assert_null(u);
+		assert_string_equal(host, ok[i].host);
+		free(u);
+		free(host);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *u = NULL, *host = NULL;
+
+		mr_err_clear(&err);
+		if (mr_ssh_dest_split(bad[i], &u, &host, &err) != MESHRUN_E_USAGE)
+			fail_msg("'%s' accepted", bad[i]);
+		assert_null(u);
+		assert_null(host);
+		assert_non_null(strstr(err.msg, "ssh destination"));
+		assert_non_null(strstr(err.msg, bad[i]));
+	}
+
+	cfg = parse_ok("Host h1\n  HostName 10.0.0.1\n  User cfguser\n  IdentityFile /k/%r-%h\n");
+	lookup_ok(cfg, "me@h1", &h);
+	assert_string_equal(h.dest, "me@h1");
+	assert_string_equal(h.alias, "h1");
+	assert_string_equal(h.hostname, "10.0.0.1");
+	assert_string_equal(h.user, "me");
+	assert_true(h.user_from_dest);
+	assert_string_equal(h.identity_files.v[0], "/k/me-10.0.0.1");
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "h1", &h);
+	assert_string_equal(h.user, "cfguser");
+	assert_false(h.user_from_dest);
+	mr_ssh_host_cfg_release(&h);
+	assert_int_equal(mr_ssh_config_lookup(cfg, "x;y@h1", &h, &err), MESHRUN_E_USAGE);
+	mr_ssh_config_free(cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_bad_token),
 		cmocka_unit_test(test_load),
+		cmocka_unit_test(test_dest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -571,6 +571,87 @@ static void test_free_kills(void)
 	pstate_release(&st);
 }
 
+/* Run `id -un` on dest with the hal made from config; hal_rc, output in out. */
+static int run_id(const char *config, const char *dest, char *out, size_t n, char *msg, size_t mn)
+{
+	const char *saved = ssh_config;
+	char *argv[] = { "id", "-un", NULL };
+	struct mr_hal_cmd cmd = { 0 };
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hal *hal;
+	int rc;
+
+	ssh_config = config;
+	hal = new_hal(NULL, false);
+	ssh_config = saved;
+	cmd.host = dest;
+	cmd.argv = argv;
+	CHECK(mr_hal_run(hal, &cmd, 1, &err) == 0, "%s", err.msg);
+	rc = cmd.hal_rc ? cmd.hal_rc : cmd.status ? -1000 - cmd.status : 0;
+	snprintf(out, n, "%.*s", (int)strcspn(mr_buf_cstr(&cmd.out), "\n"), mr_buf_cstr(&cmd.out));
+	snprintf(msg, mn, "%s", cmd.hal_rc ? cmd.err.msg : mr_buf_cstr(&cmd.errout));
+	mr_hal_cmd_release(&cmd);
+	mr_hal_free(hal);
+	return rc;
+}
+
+/*
+ * "user@host" (issue 15): the user of the destination, then ssh_config's User, then
+ * the local user ($USER). root is the only account with a login; "mrh-nouser" does
+ * not exist, so sshd refuses it: which user was sent shows in the outcome.
+ */
+static void test_user_at_host(void)
+{
+	char cfg[512], out[256], msg[1024];
+	FILE *f;
+	int rc;
+
+	/* the standard config says "User root" for every host */
+	rc = run_id(ssh_config, "root@h1", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == 0 && !strcmp(out, "root"), "root@h1: rc %d out '%s' %s", rc, out, msg);
+	rc = run_id(ssh_config, "root@10.231.0.11", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == 0 && !strcmp(out, "root"), "root@IP: rc %d out '%s' %s", rc, out, msg);
+	rc = run_id(ssh_config, "mrh-nouser@h1", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == MESHRUN_E_AUTH && strstr(msg, "'mrh-nouser@h1'") && strstr(msg, "as 'mrh-nouser'"),
+	      "mrh-nouser@h1: rc %d %s", rc, msg);
+	printf("unknown user: %s\n", msg);
+
+	/* User in ssh_config: the destination's user wins over it */
+	snprintf(cfg, sizeof(cfg), "%s/ssh_config_user", mrh_dir);
+	f = fopen(cfg, "w");
+	CHECK(f, "fopen %s", cfg);
+	if (!f)
+		return;
+	fprintf(f, "Host h1\n    HostName 10.231.0.11\n    User mrh-nouser\n"
+		   "Host h2\n    HostName 10.231.0.12\n"
+		   "Host *\n    IdentityFile %s/id_ed25519\n    UserKnownHostsFile %s/known_hosts\n",
+		mrh_dir, mrh_dir);
+	fclose(f);
+	rc = run_id(cfg, "h1", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == MESHRUN_E_AUTH && strstr(msg, "as 'mrh-nouser'"), "h1 with User: rc %d %s", rc, msg);
+	rc = run_id(cfg, "root@h1", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == 0 && !strcmp(out, "root"), "root@h1 over User: rc %d out '%s' %s", rc, out, msg);
+
+	/* no User anywhere: the local user */
+	setenv("USER", "mrh-nouser", 1);
+	rc = run_id(cfg, "h2", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == MESHRUN_E_AUTH && strstr(msg, "as 'mrh-nouser'"), "h2 as $USER: rc %d %s", rc, msg);
+	setenv("USER", "root", 1);
+	rc = run_id(cfg, "h2", out, sizeof(out), msg, sizeof(msg));
+	CHECK(rc == 0 && !strcmp(out, "root"), "h2 as $USER root: rc %d out '%s' %s", rc, out, msg);
+
+	/* hostile destinations never reach ssh */
+	static const char *const bad[] = { "-oProxyCommand=touch /tmp/x", "a b@h1", "me@h1;id",
+					   "@h1", "me@", "-l@h1", "me@-h1", "$(id)@h1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rc = run_id(ssh_config, bad[i], out, sizeof(out), msg, sizeof(msg));
+		CHECK(rc == MESHRUN_E_USAGE && strstr(msg, "ssh destination") && strstr(msg, bad[i]),
+		      "'%s': rc %d %s", bad[i], rc, msg);
+	}
+	printf("hostile destination: %s\n", msg);
+	unlink(cfg);
+}
+
 int main(void)
 {
 	const char *h = getenv("MRH_HOSTS");
@@ -598,6 +679,7 @@ int main(void)
 	test_proc_signal(hal);
 	mr_hal_free(hal);
 	test_hostkeys();
+	test_user_at_host();
 	test_unreachable();
 	test_drop_connection();
 	test_free_kills();
