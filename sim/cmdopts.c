@@ -35,8 +35,9 @@ static const struct {
 	[MR_SIM_EXEC] = {
 		"exec", "meshsim exec [--name NAME] HOST -- COMMAND [ARG...]",
 		"run a command in a host",
-		"Runs COMMAND in HOST's namespace with its shims first on PATH; exits with\n"
-		"COMMAND's status (127 when it cannot be run).\n",
+		"Runs COMMAND in HOST's network namespace (and, while its sshd runs, with\n"
+		"its hostname) with its shims first on PATH; exits with COMMAND's status\n"
+		"(127 when it cannot be run).\n",
 	},
 	[MR_SIM_FAULT] = {
 		"fault", "meshsim fault [--name NAME] FAULT ARGS",

@@ -263,6 +263,8 @@ int mr_sim_cmd_exec(int argc, char **argv)
 		mr_error("meshsim exec: enter namespace '%s': %s", nspath, strerror(errno));
 		goto out;
 	}
+	if (mr_sim_pid_in_netns(read_pid(state, rest.v[0]), ns)) /* its hostname, as over ssh */
+		(void)mr_sim_login_enter_uts(read_pid(state, rest.v[0]));
 	mr_sim_render_path(hdir, &path);
 	setenv("PATH", mr_buf_cstr(&path), 1);
 	setenv("SHLVL", "1", 1);

@@ -6,6 +6,11 @@
 #include "common/fdio.h"
 #include "common/xalloc.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
 /* $1 passwd copy, $2 host name, $3 sshd, $4 its config, $5 its log. The
  * hostname goes through /proc: it names the UTS namespace of the writer. */
 static const char sshd_script[] =
@@ -72,4 +77,20 @@ void mr_sim_login_sshd_job(struct mr_sim_job *j, const char *label, const char *
 	free(passwd);
 	free(cfg);
 	free(log);
+}
+
+int mr_sim_login_enter_uts(pid_t sshd_pid)
+{
+	char path[64];
+	int fd, rc;
+
+	if (sshd_pid <= 0 || kill(sshd_pid, 0) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/ns/uts", (long)sshd_pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = setns(fd, CLONE_NEWUTS);
+	close(fd);
+	return rc;
 }

@@ -33,4 +33,8 @@ void mr_sim_login_sshd_job(struct mr_sim_job *j, const char *label, const char *
 			   const char *host, const char *state_dir, const char *host_dir,
 			   const char *sshd);
 
+/* Join the UTS namespace of the host's sshd (pid; 0 or not running: nothing), so
+ * that `meshsim exec HOST -- hostname` prints HOST as ssh does. 0 or -1 (errno). */
+int mr_sim_login_enter_uts(pid_t sshd_pid);
+
 #endif

@@ -24,6 +24,7 @@ for h in $hosts; do
 	# zsh's own rule, to be sure the command went through zsh: no splitting of $p
 	check "$h: unquoted \$p is one word (zsh)" test "$(S $h 'p="a b"; for x in $p; do echo $x; done' | wc -l)" = 1
 	check "$h: hostname is $h" test "$(S $h hostname)" = "$h"
+	check "$h: meshsim exec $h -- hostname is $h too" test "$("$MESHSIM" exec --name $N $h -- hostname)" = "$h"
 	check "$h: uname -s is Darwin" test "$(S $h uname -s)" = Darwin
 	check "$h: uname -m is arm64" test "$(S $h uname -m)" = arm64
 	check "$h: uname -n is $h" test "$(S $h uname -n)" = "$h"
