@@ -27,7 +27,7 @@ int mr_buf_append(struct mr_buf *b, const void *data, size_t n);
 int mr_buf_puts(struct mr_buf *b, const char *s);
 int mr_buf_putc(struct mr_buf *b, char c);
 int mr_buf_printf(struct mr_buf *b, const char *fmt, ...) MR_PRINTF(2, 3);
-int mr_buf_vprintf(struct mr_buf *b, const char *fmt, va_list ap);
+int mr_buf_vprintf(struct mr_buf *b, const char *fmt, va_list ap) MR_PRINTF(2, 0);
 /* Drop the first n bytes (a consumed prefix). */
 void mr_buf_consume(struct mr_buf *b, size_t n);
 void mr_buf_reset(struct mr_buf *b); /* len = 0, keep memory */

@@ -27,7 +27,7 @@ const char *meshrun_errname(int code)
 	return "UNKNOWN";
 }
 
-static int err_vset(struct meshrun_err *err, int code, int errnum, const char *fmt, va_list ap)
+static int MR_PRINTF(4, 0) err_vset(struct meshrun_err *err, int code, int errnum, const char *fmt, va_list ap)
 {
 	if (!err || err->code)
 		return code;

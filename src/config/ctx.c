@@ -17,7 +17,7 @@
 
 /* common/log's line on the run's own stream (tests capture it), after the step line
  * is erased; level MR_LOG_PLAIN for cfg_say. */
-static void emit(struct cfg_run *c, int level, const char *fmt, va_list ap)
+static void MR_PRINTF(3, 0) emit(struct cfg_run *c, int level, const char *fmt, va_list ap)
 {
 	mr_progress_clear(&c->pg);
 	mr_log_vprint(c->err, -1, level, fmt, ap);

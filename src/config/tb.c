@@ -69,7 +69,11 @@ static int build_cluster(struct cfg_run *c, struct mr_hal_cmd *cmds, struct mr_t
 		struct mr_hal_cmd *hc = &cmds[i * D_NR];
 		const char *name = c->hosts[i].name;
 
-		if (!required_ok(c, name, D_SP, &hc[D_SP]) | !required_ok(c, name, D_NS, &hc[D_NS])) {
+		/* both checked, so that both failures are reported */
+		bool sp_ok = required_ok(c, name, D_SP, &hc[D_SP]);
+		bool ns_ok = required_ok(c, name, D_NS, &hc[D_NS]);
+
+		if (!sp_ok || !ns_ok) {
 			nbad++;
 			continue;
 		}

@@ -61,13 +61,11 @@ int mr_topo_parse_hwports(const char *host, const char *text, struct mr_topo_hwp
 	struct mr_topo_hwports hp = { NULL, 0 };
 	char *copy = strdup(text ? text : "");
 	char *save = NULL, *line, *port = NULL;
-	unsigned lineno = 0;
 	int rc = 0;
 
 	if (!copy)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "%s: networksetup: out of memory", host);
 	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		lineno++;
 		trim_right(line);
 		if (!strncmp(line, "Hardware Port:", 14)) {
 			const char *v = line + 14;
