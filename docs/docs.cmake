@@ -23,6 +23,11 @@ include_guard(GLOBAL)
 add_custom_target(update-docs)
 
 function(meshrun_docs target tool)
+  # The pages come from running the tool: a cross-built one does not run here.
+  if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CROSSCOMPILING_EMULATOR)
+    message(STATUS "${tool}: no man page, reference or completion (cross-compiling: the tool cannot run here)")
+    return()
+  endif()
   set(MESHRUN_DOCS_DIR ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
   set(out ${PROJECT_BINARY_DIR}/docs)
   set(prose ${MESHRUN_DOCS_DIR}/man/${tool}.1.in)
