@@ -219,7 +219,7 @@ make_stage() {
 	sed -i "s|$stage|$final|g" "$stage"/lib/pkgconfig/*.pc
 	if ! diff -r "$stage/include" "$final/include" >/dev/null 2>&1 ||
 	   ! diff -r "$stage/lib" "$final/lib" >/dev/null 2>&1; then
-		rm -rf "$final/include" "$final/lib"
+		rm -rf "${final:?}/include" "${final:?}/lib"
 		mkdir -p "$final"
 		mv "$stage/include" "$stage/lib" "$final/"
 	fi
