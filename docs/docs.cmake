@@ -51,6 +51,9 @@ function(meshrun_docs target tool)
 endfunction()
 
 function(meshrun_doc_blocks target flag doc)
+  if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CROSSCOMPILING_EMULATOR)
+    return()    # as in meshrun_docs: a cross-built tool cannot run here
+  endif()
   set(MESHRUN_DOCS_DIR ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
   set(out ${PROJECT_BINARY_DIR}/docs/blocks/${doc})
   add_custom_command(
