@@ -22,8 +22,8 @@
 #     So libssh2/cJSON/verbs calls resolve as on a Mac (two-level namespace,
 #     loaded from the library at run time) and a call that the library lacks
 #     fails the link; there is no `-undefined dynamic_lookup`.
-#  3. cmake with cmake/toolchain-zig-macos.cmake, build everything (meshrun,
-#     meshconfig, libmeshrun.dylib and .a, the test program, the examples).
+#  3. cmake with cmake/toolchain-zig-macos.cmake, build the products (meshrun,
+#     meshconfig, libmeshrun.dylib and .a, the test program, the example).
 #     meshsim and bench/ are left out by the build itself (no network namespaces).
 #  4. Checks: `file` says Mach-O of the arch; every undefined symbol of each
 #     program and of libmeshrun.dylib is bound to libSystem or one of the three
@@ -244,7 +244,9 @@ build_arch() {
 		>"$b.configure.log" 2>&1 || { cat "$b.configure.log" >&2; die "$arch: cmake configure failed"; }
 	grep -E 'jaccl|meshsim|bench' "$b.configure.log" | sed "s/^/[$arch] /" >&2 || true
 	log "$arch: building"
-	if ! cmake --build "$b" -j "$jobs" "${kflag[@]}" >"$b.build.log" 2>&1; then
+	# the products only: mr_coll (the unit tests' copy of libmeshrun) is not one
+	if ! cmake --build "$b" -j "$jobs" --target meshrun_cli meshconfig meshrun meshrun_static \
+		meshrun-allreduce-test meshrun-allreduce-demo "${kflag[@]}" >"$b.build.log" 2>&1; then
 		grep -E 'error:|error\(link\)|undefined' "$b.build.log" | sort -u | head -n 60 >&2
 		if [ "$keep_going" = 1 ]; then
 			echo "[$arch] sources that failed to compile:" >&2
