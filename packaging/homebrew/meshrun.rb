@@ -5,7 +5,7 @@
 # The project has no public release yet, so the formula builds the head of a git
 # repository, by default the checkout named by HOMEBREW_MESHRUN_REPO (brew
 # passes HOMEBREW_* variables on to formulae). Homebrew installs formulae from
-# taps only, so put this file in a tap of your own (docs/guide-macs.md, step 0):
+# taps only, so put this file in a tap of your own (docs/guide-macs.md, step 1):
 #
 #   brew tap-new --no-git "$USER/meshrun"
 #   cp packaging/homebrew/meshrun.rb "$(brew --repository "$USER/meshrun")/Formula/"
