@@ -45,7 +45,6 @@
 	  "null diagonal, no missing peer)",                                                    \
 	  "path of the device matrix: row = rank, cell = null, a device name, or a list of "    \
 	  "names (`JACCL_IBV_DEVICES` wins)")                                                   \
-	X(MLX_DISTRIBUTED_BACKEND, "jaccl, jaccl-ring", "", "`jaccl` or `jaccl-ring`", "")      \
 	X(MLX_JACCL_RING, "jaccl-ring", "jaccl", "`1`",                                         \
 	  "present: prefer the ring algorithm (so does `JACCL_RING`)")                          \
 	X(NCCL_HOST_IP, "nccl", "nccl", "rank 0's first ip", "rank 0's id server: its address") \
@@ -53,6 +52,9 @@
 	X(MLX_WORLD_SIZE, "nccl", "nccl", "number of ranks", "the world size")                  \
 	X(CUDA_VISIBLE_DEVICES, "nccl", "", "rank modulo `-n`", "")                             \
 	X(NCCL_DEBUG, "nccl", "", "`INFO` with `--verbose`", "")                                \
+	X(COLUMNS, "all", "", "the terminal's width (`$COLUMNS`, else meshrun's stdout when it " \
+	  "is a terminal), unless the hostfile's envs or `--env` set `COLUMNS`; as mlx.launch", "") \
+	X(LINES, "all", "", "the terminal's height, set together with `COLUMNS`", "")          \
 	X(OMPI_COMM_WORLD_RANK, "", "all", "",                                                  \
 	  "this rank under mpirun, when `MLX_RANK` is not set")                                 \
 	X(OMPI_COMM_WORLD_SIZE, "", "all, mpi", "",                                             \

@@ -220,8 +220,6 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 		}
 		snprintf(val, sizeof(val), "%s:%d", host_ip0(&hf->hosts[0]), o->starting_port);
 		if (mr_strvec_setenv(&e->common, MR_ENV(MLX_JACCL_COORDINATOR), val) < 0 ||
-		    mr_strvec_setenv(&e->common, MR_ENV(MLX_DISTRIBUTED_BACKEND),
-				     mr_backend_name(o->backend)) < 0 ||
 		    (ring && mr_strvec_setenv(&e->common, MR_ENV(MLX_JACCL_RING), "1") < 0)) {
 			rc = nomem(err);
 			break;
@@ -277,10 +275,9 @@ int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env
 				goto out_release;
 	if ((rc = build_backend(hf, o, &e, err)) < 0)
 		goto out_release;
-	if (o->backend == MR_BACKEND_MPI) {
-		if (o->job_token && mr_strvec_setenv(&e.common, MR_ENV(MESHRUN_JOB_TOKEN), o->job_token) < 0)
-			goto out_nomem;
-	} else {
+	/* mpi: mpirun numbers the ranks and libmeshrun's mpi backend has no hello to
+	 * check a token with (docs/contracts.md: MLX_RANK and the token, all but mpi) */
+	if (o->backend != MR_BACKEND_MPI) {
 		for (size_t r = 0; r < e.nranks; r++) {
 			if (mr_strvec_pushf(&e.per_rank[r], "%s=%zu", MR_ENV(MLX_RANK), r) < 0 ||
 			    (o->job_token &&

@@ -12,14 +12,14 @@
  *                (--connections-per-ip), in rank order; "" for a single rank.
  *                MLX_RING_VERBOSE=1 with --verbose.
  *   jaccl        MLX_JACCL_COORDINATOR=<rank 0's first ip>:<starting port>,
- *   jaccl-ring   MLX_DISTRIBUTED_BACKEND=jaccl|jaccl-ring, MLX_JACCL_RING=1 (jaccl-ring),
+ *   jaccl-ring   MLX_JACCL_RING=1 (jaccl-ring),
  *                MLX_IBV_DEVICES=<file>: json.dumps of the hostfile's rdma matrix,
  *                after mr_hostfile_check_rdma() (mesh for jaccl, ring for jaccl-ring).
  *   nccl         NCCL_DEBUG=INFO (--verbose), NCCL_HOST_IP=<rank 0's first ip>,
  *                NCCL_PORT=<--nccl-port>, MLX_WORLD_SIZE=<ranks>,
  *                CUDA_VISIBLE_DEVICES=<rank % repeat>.
- *   mpi          no per-rank variables: mpirun numbers the ranks; the variables go
- *                to mpirun as "-x K=V" (mr_launch_mpi_argv).
+ *   mpi          no per-rank variables and no job token: mpirun numbers the ranks;
+ *                the variables go to mpirun as "-x K=V" (mr_launch_mpi_argv).
  *
  * A file is written once per host (the launcher decides where); its content is
  * MLX's `echo CONTENT > file`, i.e. the JSON text plus "\n".

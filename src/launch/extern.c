@@ -372,7 +372,8 @@ int mr_launch_run_extern(const struct mr_launch_opts *o, struct mr_launch_plan *
 	if (make_dir(tmp && *tmp ? tmp : "/tmp", "", x.tmp, sizeof(x.tmp), &err) < 0 ||
 	    write_rank_files(&x, &err) < 0 || mr_hal_new_local(&hal, &ho, &err) < 0)
 		goto fail;
-	if (mr_launch_extern_env(&plan->env, x.dir, plan->token, &env) < 0) {
+	if (mr_launch_extern_env(&plan->env, x.dir, plan->backend == MR_BACKEND_MPI ? NULL : plan->token,
+				 &env) < 0) {
 		mr_err_errno(&err, errno, MESHRUN_E_SYS, "environment of the job");
 		goto fail;
 	}

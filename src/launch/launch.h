@@ -88,6 +88,10 @@ struct mr_optdoc_cmd;
 const struct mr_optdoc_cmd *mr_launch_doc_cmd(void);
 /* The Python a ".py" command runs with: --python, else python3 on PATH (plan.c). */
 const char *mr_launch_python(const struct mr_launch_opts *o, char *buf, size_t n);
+/* --print-python: that Python's sys.executable (what MLX prints) on out, and how
+ * it was chosen (--python, python3 on PATH, the shim it resolves) on how; 0, or 1
+ * when there is none. */
+int mr_launch_print_python(const struct mr_launch_opts *o, FILE *out, FILE *how);
 
 /* plan.c: resolve hosts, backend, environment and command (hosts that
  * mr_hal_host_is_local() names run by fork/exec). Errors are MESHRUN_E_USAGE. */

@@ -16,7 +16,6 @@ int main(int argc, char **argv)
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_launch_opts o;
 	struct mr_launch_plan plan;
-	char py[PATH_MAX];
 	int rc;
 
 	const struct mr_optdoc doc = { "meshrun", MESHRUN_VERSION,
@@ -39,10 +38,13 @@ int main(int argc, char **argv)
 		mr_launch_opts_release(&o);
 		return 0;
 	}
+	if (rc == MR_OPT_OK && !o.verify_script)
+		fprintf(stderr, "meshrun: --no-verify-script is deprecated (mlx.launch 0.32 removed it); "
+				"the checks of the command and --cwd on every host are skipped\n");
 	if (rc == MR_OPT_OK && o.print_python) {
-		printf("%s\n", mr_launch_python(&o, py, sizeof(py)));
+		rc = mr_launch_print_python(&o, stdout, stderr);
 		mr_launch_opts_release(&o);
-		return 0;
+		return rc;
 	}
 	if (o.verbose && mr_log_level < MR_LOG_INFO)
 		mr_log_level = MR_LOG_INFO;

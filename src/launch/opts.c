@@ -15,7 +15,7 @@
 		MR_OPT_STRING_D(0, "hosts", &(o)->hosts, "LIST", "127.0.0.1",                   \
 				"comma-separated hosts (an IP address is also the ring address)"), \
 		MR_OPT_STRING(0, "hostfile", &(o)->hostfile, "FILE",                            \
-			      "MLX hostfile (JSON, list or object form)"),                      \
+			      "MLX hostfile (JSON, list or object form); wins over --hosts"),                      \
 		MR_OPT_INT_D('n', "repeat-hosts", &(o)->repeat, "N", 1, 65536, "1",             \
 			     "repeat each host of --hosts N times (ranks per host)"),           \
 		MR_OPT_STRING(0, "ssh-config", &(o)->ssh_config, "FILE",                        \
@@ -41,11 +41,11 @@
 		MR_OPT_STRING(0, "cwd", &(o)->cwd, "DIR",                                       \
 			      "working directory of every rank (default: ours, where it exists)"), \
 		MR_OPT_STRING(0, "python", &(o)->python, "PATH",                                \
-			      "Python that runs a .py command (default: python3 on PATH)"),     \
+			      "Python put in front of the command (default: none; a .py command runs with python3 on PATH)"), \
 		MR_OPT_BOOL(0, "print-python", &(o)->print_python,                              \
-			    "print that Python and exit"),                                      \
+			    "print that Python's sys.executable (how it was chosen on stderr) and exit"), \
 		MR_OPT_SET_FALSE(0, "no-verify-script", &(o)->verify_script,                    \
-				 "do not check that the command and --cwd exist on every host"), \
+				 "deprecated (gone from mlx.launch 0.32): do not check that the command and --cwd exist on every host"), \
 		MR_OPT_GROUP("Supervision"),                                                    \
 		MR_OPT_BOOL(0, "tag-output", &(o)->tag_output,                                  \
 			    "prefix every output line with '[rank N host] '"),                  \
@@ -61,8 +61,10 @@
 static const char usage_line[] = "meshrun [options] [--] COMMAND [ARGS...]";
 
 static const char usage_trailer[] =
-	"The command runs as given on every rank; a first word naming a file that is\n"
-	"not executable or ends in .py runs with the Python above, as mlx.launch does.\n"
+	"The command runs as given on every rank, after --python when given (as\n"
+	"mlx.launch 0.32); without --python a first word naming a file that is not\n"
+	"executable or ends in .py runs with python3 on PATH (as mlx.launch 0.31).\n"
+	"COLUMNS and LINES are our terminal's unless the hostfile or --env set COLUMNS.\n"
 	"Hosts 127.0.0.1, localhost, ::1 and this machine's hostname (and -n without\n"
 	"--hosts) run locally by fork/exec, others over ssh, in the same job.\n"
 	"Inside a SLURM allocation (SLURM_JOB_ID set) srun starts the ranks: meshrun\n"

@@ -8,12 +8,17 @@
 #include "launch/launch.h"
 #include "hal/hal.h"
 #include "common/err.h"
+#include "common/fdio.h"
 #include "common/log.h"
+#include "common/num.h"
 #include "common/port.h"
 #include "common/spawn.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +35,60 @@ const char *mr_launch_python(const struct mr_launch_opts *o, char *buf, size_t n
 	}
 	free(found);
 	return buf;
+}
+
+/* What py reports as sys.executable (a pyenv shim or a venv link resolves to
+ * the real interpreter), in buf; false when it does not run or says nothing. */
+static bool python_executable(const char *py, char *buf, size_t n)
+{
+	char *argv[] = { (char *)py, "-c", "import sys; print(sys.executable)", NULL };
+	struct mr_spawn_opts so = { .argv = argv, .fds = { -1, -1, -1 } };
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	int fds[2], status = 0;
+	ssize_t got = 0, r;
+	pid_t pid;
+
+	if (mr_pipe_cloexec(fds) < 0)
+		return false;
+	so.fds[1] = fds[1];
+	if (mr_spawn_child(&so, &pid, &e) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return false;
+	}
+	close(fds[1]);
+	while ((size_t)got < n - 1 && (r = mr_read_some(fds[0], buf + got, n - 1 - (size_t)got)) > 0)
+		got += r;
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	buf[got > 0 ? got : 0] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 && buf[0] == '/';
+}
+
+int mr_launch_print_python(const struct mr_launch_opts *o, FILE *out, FILE *how)
+{
+	char cand[PATH_MAX], real[PATH_MAX];
+	const char *py = mr_launch_python(o, cand, sizeof(cand));
+	const char *why = o->python ? "--python" : strchr(py, '/') ? "python3 on PATH" : NULL;
+
+	if (!why) {
+		fprintf(how, "meshrun: no python3 on PATH; use --python PATH\n");
+		return 1;
+	}
+	/* MLX prints the interpreter running it (sys.executable): ask ours the same */
+	if (python_executable(py, real, sizeof(real))) {
+		fprintf(out, "%s\n", real);
+		if (strcmp(real, py))
+			fprintf(how, "meshrun: %s: %s, whose sys.executable is %s\n", why, py, real);
+		else
+			fprintf(how, "meshrun: %s: %s\n", why, py);
+		return 0;
+	}
+	fprintf(out, "%s\n", py);
+	fprintf(how, "meshrun: %s: %s (it did not run here: not checked)\n", why, py);
+	return 0;
 }
 
 static int nomem(struct meshrun_err *err)
@@ -76,7 +135,9 @@ out:
 	return rc;
 }
 
-/* Resolve the command's first word as mlx.launch does (see usage_trailer). */
+/* Resolve the command's first word as mlx.launch does (see usage_trailer):
+ * --python goes in front of every command (MLX 0.32); without it a .py or a
+ * non-executable file runs with python3 (MLX 0.31, kept: see docs/migration.md). */
 static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *argv,
 			   struct meshrun_err *err)
 {
@@ -84,10 +145,12 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 	char pybuf[PATH_MAX];
 	struct stat st;
 
+	if (o->python && mr_strvec_push(argv, o->python) < 0)
+		return nomem(err);
 	if (!stat(cmd0, &st) && S_ISREG(st.st_mode)) {
 		size_t n = strlen(cmd0);
 		char *abs = realpath(cmd0, NULL);
-		bool py = (n > 3 && !strcmp(cmd0 + n - 3, ".py")) || access(cmd0, X_OK);
+		bool py = !o->python && ((n > 3 && !strcmp(cmd0 + n - 3, ".py")) || access(cmd0, X_OK));
 		int rc = 0;
 
 		if (!abs)
@@ -98,6 +161,10 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 		free(abs);
 		if (rc)
 			return rc;
+	} else if (o->python) {
+		/* an argument of the Python (a module's -m, a remote path): as given */
+		if (mr_strvec_push(argv, cmd0) < 0)
+			return nomem(err);
 	} else {
 		/* not here: the check on every host (or exec) says whether it exists there */
 		char *found = mr_which(cmd0, NULL);
@@ -108,6 +175,46 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 			return nomem(err);
 	}
 	if (mr_strvec_pushv(argv, o->command.v + 1) < 0)
+		return nomem(err);
+	return 0;
+}
+
+/* shutil.get_terminal_size() as mlx.launch calls it: $COLUMNS/$LINES, else the
+ * size of our stdout's terminal; nothing when neither is known. */
+static void terminal_size(int *cols, int *lines)
+{
+	const char *c = getenv("COLUMNS"), *l = getenv("LINES");
+	struct winsize ws;
+
+	if (!c || mr_parse_int(c, 1, 100000, cols) < 0)
+		*cols = 0;
+	if (!l || mr_parse_int(l, 1, 100000, lines) < 0)
+		*lines = 0;
+	if ((*cols <= 0 || *lines <= 0) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+		if (*cols <= 0)
+			*cols = ws.ws_col;
+		if (*lines <= 0)
+			*lines = ws.ws_row;
+	}
+}
+
+/* COLUMNS and LINES for the ranks (their output goes to our terminal), unless the
+ * hostfile's envs or --env set COLUMNS. */
+static int add_terminal_size(struct mr_strvec *envs, struct meshrun_err *err)
+{
+	char kv[32];
+	int cols, lines;
+
+	if (mr_strvec_getenv(envs, "COLUMNS"))
+		return 0;
+	terminal_size(&cols, &lines);
+	if (cols <= 0)
+		return 0;
+	snprintf(kv, sizeof(kv), "COLUMNS=%d", cols);
+	if (mr_launch_env_add(envs, kv, "terminal", err) < 0)
+		return nomem(err);
+	snprintf(kv, sizeof(kv), "LINES=%d", lines > 0 ? lines : 0);
+	if (mr_launch_env_add(envs, kv, "terminal", err) < 0)
 		return nomem(err);
 	return 0;
 }
@@ -132,8 +239,9 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	int rc, b;
 
 	memset(plan, 0, sizeof(*plan));
+	/* as mlx.launch (and meshconfig): the hostfile wins; said, not silent */
 	if (o->hostfile && o->hosts)
-		return mr_err_set(err, MESHRUN_E_USAGE, "--hosts and --hostfile exclude each other");
+		mr_warn("both --hosts and --hostfile given: using the hosts of '%s'", o->hostfile);
 	if (o->hostfile) {
 		if ((rc = mr_hostfile_load(o->hostfile, &plan->hf, err)) < 0) {
 			if (err)
@@ -184,6 +292,8 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		if ((rc = mr_launch_env_add(&plan->envs, o->envs.v[i], "--env", err)) < 0)
 			goto out_release;
 
+	if ((rc = add_terminal_size(&plan->envs, err)) < 0)
+		goto out_release;
 	if ((rc = resolve_command(o, &plan->argv, err)) < 0)
 		goto out_release;
 	make_token(plan->token);

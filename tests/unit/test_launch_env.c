@@ -170,7 +170,7 @@ static void test_jaccl_mesh(void **state)
 			    "[\"rdma_en2\", null, \"rdma_en3\"], "
 			    "[[\"rdma_en3\", \"rdma_en4\"], \"rdma_en2\", null]]\n");
 	check_rank_env(&e, 1, "/j",
-		       "MLX_JACCL_COORDINATOR=192.168.1.1:40000;MLX_DISTRIBUTED_BACKEND=jaccl;"
+		       "MLX_JACCL_COORDINATOR=192.168.1.1:40000;" /* no MLX_DISTRIBUTED_BACKEND (issue 15) */
 		       "MLX_IBV_DEVICES=/j/ibv_devices.json;MLX_RANK=1;MESHRUN_JOB_TOKEN=tok");
 	mr_launch_env_release(&e);
 	mr_hostfile_free(hf);
@@ -190,7 +190,7 @@ static void test_jaccl_ring(void **state)
 	(void)state;
 	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
 	check_rank_env(&e, 3, "/j",
-		       "MLX_JACCL_COORDINATOR=10.0.0.1:32323;MLX_DISTRIBUTED_BACKEND=jaccl-ring;"
+		       "MLX_JACCL_COORDINATOR=10.0.0.1:32323;"
 		       "MLX_JACCL_RING=1;MLX_IBV_DEVICES=/j/ibv_devices.json;MLX_RANK=3;MESHRUN_JOB_TOKEN=tok");
 	assert_string_equal(e.files[0].content,
 			    "[[null, \"rdma_en3\", null, \"rdma_en2\"], [\"rdma_en2\", null, \"rdma_en3\", null], "
@@ -318,7 +318,8 @@ static void test_mpi(void **state)
 	mr_strvec_push(&user, "X=1");
 	o.user_env = &user;
 	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
-	check_rank_env(&e, 2, NULL, "X=1;MESHRUN_JOB_TOKEN=tok"); /* no MLX_RANK: mpirun numbers */
+	/* no MLX_RANK (mpirun numbers the ranks), no token (nothing reads it: issue 15) */
+	check_rank_env(&e, 2, NULL, "X=1");
 	assert_int_equal(mr_launch_mpi_hostfile(hf, &hosts), 0);
 	assert_string_equal(mr_buf_cstr(&hosts), "b slots=2\na slots=2\nc slots=1\n");
 
@@ -330,7 +331,7 @@ static void test_mpi(void **state)
 		mr_buf_printf(&joined, "%s<%s>", i ? " " : "", argv.v[i]);
 	assert_string_equal(mr_buf_cstr(&joined),
 			    "</usr/bin/mpirun> <--output> <:raw> <--hostfile> </tmp/hf> <-cwd> </w> "
-			    "<-x> <X=1> <-x> <MESHRUN_JOB_TOKEN=tok> <--mca> <btl> <self,tcp> "
+			    "<-x> <X=1> <--mca> <btl> <self,tcp> "
 			    "<--bind-to> <no ne> <q\"x> <back slash> <--> </bin/prog> <a b>");
 	/* Open MPI 4 has no "--output :raw" */
 	mr_strvec_release(&argv);

@@ -109,6 +109,25 @@ static bool is_hex32(const char *s)
 	return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
 
+/* A file under a fresh temporary folder; returns its path (static buffer). */
+static const char *write_file(const char *name, const char *text, mode_t mode)
+{
+	static char dir[64], path[PATH_MAX];
+	FILE *f;
+
+	if (!dir[0] || access(dir, F_OK) != 0) { /* a test may have removed it */
+		snprintf(dir, sizeof(dir), "/tmp/test_launch_plan.XXXXXX");
+		assert_non_null(mkdtemp(dir));
+	}
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+	return path;
+}
+
 static void test_plan_hosts(void **state)
 {
 	struct mr_launch_opts o, o2;
@@ -147,29 +166,20 @@ static void test_plan_hosts(void **state)
 	done(&o2, &q);
 	done(&o, &p);
 
-	plan_of(ARGV("--hosts", "a", "--hostfile", "h.json", "true"), &o, &p, MESHRUN_E_USAGE,
-		"--hosts and --hostfile exclude each other");
+	/* --hosts with --hostfile: the hostfile wins, as in mlx.launch (issue 15) */
+	{
+		char hf1[PATH_MAX];
+
+		snprintf(hf1, sizeof(hf1), "%s",
+			 write_file("one.json", "[{\"ssh\": \"h9\", \"ips\": [\"10.0.0.9\"]}]", 0644));
+		plan_of(ARGV("--hosts", "a,b", "--hostfile", hf1, "--backend", "ring", "true"), &o, &p, 0, NULL);
+		assert_int_equal(p.hf->nhosts, 1);
+		assert_string_equal(p.hf->hosts[0].ssh, "h9");
+		done(&o, &p);
+		unlink(hf1);
+	}
 	plan_of(ARGV("--hosts", "a,,b", "true"), &o, &p, MESHRUN_E_USAGE, "--hosts");
 	plan_of(ARGV("--env", "1X=2", "true"), &o, &p, MESHRUN_E_USAGE, "--env");
-}
-
-/* A file under a fresh temporary folder; returns its path (static buffer). */
-static const char *write_file(const char *name, const char *text, mode_t mode)
-{
-	static char dir[64], path[PATH_MAX];
-	FILE *f;
-
-	if (!dir[0]) {
-		snprintf(dir, sizeof(dir), "/tmp/test_launch_plan.XXXXXX");
-		assert_non_null(mkdtemp(dir));
-	}
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	assert_int_equal(chmod(path, mode), 0);
-	return path;
 }
 
 static void test_plan_hostfile(void **state)
@@ -232,6 +242,23 @@ static void test_plan_python(void **state)
 	assert_string_equal(p.argv.v[0], exe); /* executable: runs itself */
 	done(&o, &p);
 
+	/* MLX 0.32: --python goes in front of every command, executable or not */
+	plan_of(ARGV("--backend", "ring", "--python", "/opt/py/bin/python3", exe, "x"), &o, &p, 0, NULL);
+	assert_int_equal(p.argv.nr, 3);
+	assert_string_equal(p.argv.v[0], "/opt/py/bin/python3");
+	assert_string_equal(p.argv.v[1], exe);
+	done(&o, &p);
+	plan_of(ARGV("--backend", "ring", "--python", "/bin/echo", "-n", "1", "--", "true"), &o, &p, 0, NULL);
+	assert_int_equal(p.argv.nr, 2);
+	assert_string_equal(p.argv.v[0], "/bin/echo");
+	assert_string_equal(p.argv.v[1], "true"); /* as given: an argument of the Python */
+	done(&o, &p);
+	plan_of(ARGV("--backend", "ring", "--python", "/opt/py/bin/python3", "--", "-m", "pkg.train"),
+		&o, &p, 0, NULL);
+	assert_int_equal(p.argv.nr, 3);
+	assert_string_equal(p.argv.v[1], "-m");
+	done(&o, &p);
+
 	unlink(py);
 	unlink(data);
 	unlink(exe);
@@ -239,14 +266,76 @@ static void test_plan_python(void **state)
 	rmdir(exe);
 }
 
+/* --print-python: the interpreter's own sys.executable, and how it was chosen */
+static void test_print_python(void **state)
+{
+	struct mr_launch_opts o;
+	struct meshrun_err err;
+	char fake[PATH_MAX], out[512], how[512];
+	FILE *fo, *fh;
+	size_t n;
+
+	(void)state;
+	/* a stand-in for a pyenv shim: it runs "another" interpreter */
+	snprintf(fake, sizeof(fake), "%s",
+		 write_file("shim-python", "#!/bin/sh\necho /opt/real/bin/python3.12\n", 0755));
+	assert_int_equal(parse(ARGV("--print-python", "--python", fake), &o, &err), MR_OPT_OK);
+	fo = tmpfile();
+	fh = tmpfile();
+	assert_non_null(fo);
+	assert_non_null(fh);
+	assert_int_equal(mr_launch_print_python(&o, fo, fh), 0);
+	rewind(fo);
+	rewind(fh);
+	n = fread(out, 1, sizeof(out) - 1, fo);
+	out[n] = '\0';
+	n = fread(how, 1, sizeof(how) - 1, fh);
+	how[n] = '\0';
+	assert_string_equal(out, "/opt/real/bin/python3.12\n");
+	assert_non_null(strstr(how, "--python"));
+	assert_non_null(strstr(how, fake));
+	fclose(fo);
+	fclose(fh);
+	mr_launch_opts_release(&o);
+	unlink(fake);
+	*strrchr(fake, '/') = '\0';
+	rmdir(fake);
+}
+
+/* COLUMNS/LINES from the terminal ($COLUMNS here) unless --env sets COLUMNS */
+static void test_terminal_size(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+
+	(void)state;
+	setenv("COLUMNS", "132", 1);
+	setenv("LINES", "43", 1);
+	plan_of(ARGV("--backend", "ring", "true"), &o, &p, 0, NULL);
+	assert_string_equal(mr_strvec_getenv(&p.envs, "COLUMNS"), "132");
+	assert_string_equal(mr_strvec_getenv(&p.envs, "LINES"), "43");
+	assert_string_equal(mr_strvec_getenv(&p.env.common, "COLUMNS"), "132");
+	done(&o, &p);
+	plan_of(ARGV("--backend", "ring", "--env", "COLUMNS=7", "true"), &o, &p, 0, NULL);
+	assert_string_equal(mr_strvec_getenv(&p.envs, "COLUMNS"), "7");
+	assert_null(mr_strvec_getenv(&p.envs, "LINES"));
+	done(&o, &p);
+	unsetenv("COLUMNS");
+	unsetenv("LINES");
+}
+
 int main(void)
 {
+	unsetenv("COLUMNS"); /* the terminal's size goes into the plan's envs */
+	unsetenv("LINES");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_plan_hosts),
 		cmocka_unit_test(test_plan_hostfile),
 		cmocka_unit_test(test_plan_python),
+		cmocka_unit_test(test_print_python),
+		cmocka_unit_test(test_terminal_size),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -251,6 +251,38 @@ allreduce)
 	[ "$(grep -c ' of 4 (ring): .* 0 failed' "$D/out")" = 4 ] || fail "not 4 passing ranks: $(cat "$D/out")"
 	check_no_process_left 0
 	;;
+parity)
+	# mlx.launch 0.32 parity (issue 15): --python before every command
+	"$MESHRUN" --python /bin/echo -n 1 -- true >"$D/out" 2>"$D/err" || fail "--python: $(cat "$D/err")"
+	[ "$(cat "$D/out")" = true ] || fail "--python /bin/echo -- true printed '$(cat "$D/out")'"
+	# --print-python: sys.executable of the chosen Python, and how on stderr
+	printf '#!/bin/sh\necho /opt/real/python3\n' >"$D/py" && chmod +x "$D/py"
+	"$MESHRUN" --print-python --python "$D/py" >"$D/out" 2>"$D/err" || fail "--print-python: $?"
+	[ "$(cat "$D/out")" = /opt/real/python3 ] && grep -q -- "--python: $D/py" "$D/err" ||
+		fail "--print-python: $(cat "$D/out" "$D/err")"
+	# --no-verify-script: accepted, one line of deprecation
+	"$MESHRUN" --no-verify-script -- true 2>"$D/err" || fail "--no-verify-script: exit $?"
+	[ "$(grep -c 'no-verify-script is deprecated' "$D/err")" = 1 ] || fail "no deprecation note: $(cat "$D/err")"
+	# COLUMNS/LINES from the terminal (script(1) gives meshrun a pty), not over --env
+	if command -v script >/dev/null 2>&1; then
+		env -u COLUMNS -u LINES script -qec "stty cols 97 rows 31; $MESHRUN -- sh -c 'echo C=\$COLUMNS L=\$LINES'" \
+			/dev/null </dev/null | tr -d '\r' >"$D/out"
+		grep -qx 'C=97 L=31' "$D/out" || fail "terminal size: $(cat "$D/out")"
+		env -u COLUMNS -u LINES script -qec "stty cols 97 rows 31; $MESHRUN --env COLUMNS=5 -- sh -c 'echo C=\$COLUMNS L=\${LINES:-unset}'" \
+			/dev/null </dev/null | tr -d '\r' >"$D/out"
+		grep -qx 'C=5 L=unset' "$D/out" || fail "--env COLUMNS: $(cat "$D/out")"
+	fi
+	# --hosts with --hostfile: the hostfile wins, with a warning
+	printf '[{"ssh": "127.0.0.1", "ips": ["127.0.0.1"]}]' >"$D/one.json"
+	"$MESHRUN" --hosts a,b --hostfile "$D/one.json" -- echo ran >"$D/out" 2>"$D/err" ||
+		fail "--hosts with --hostfile: $? $(cat "$D/err")"
+	[ "$(cat "$D/out")" = ran ] && grep -q "using the hosts of '$D/one.json'" "$D/err" ||
+		fail "--hosts with --hostfile: $(cat "$D/out" "$D/err")"
+	# one --hosts prefix, the entry named
+	"$MESHRUN" --hosts "127.0.0.1, 127.0.0.1" -- true 2>"$D/err"; rc=$?
+	[ $rc = 2 ] && grep -q "^meshrun: --hosts: entry 2 ' 127.0.0.1'" "$D/err" && ! grep -q -- "--hosts: --hosts" "$D/err" ||
+		fail "--hosts with a space: $rc $(cat "$D/err")"
+	;;
 *)
 	fail "unknown case"
 	;;
