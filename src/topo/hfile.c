@@ -1,7 +1,7 @@
 /*
  * hfile.c - the hostfile for the chosen backend, as MLX writes it:
- * configure_ring(), configure_jaccl(), jaccl_ring_devices() and
- * configure_jaccl_ring() in python/mlx/_distributed_utils/config.py.
+ * configure_ring(), configure_jaccl() and
+ * configure_jaccl_ring() in python/mlx/_distributed_utils/config.py (0.32).
  */
 #include "common/compat.h"
 
@@ -130,12 +130,13 @@ int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan 
 			rc = add_rdma_host(hf, c, node, host_ips, &h, err);
 			if (rc < 0)
 				goto out;
-			/* columns in ring order; neighbours keep the ring's width, any
-			 * other cabled pair lists all its cables (jaccl_ring_devices) */
+			/* columns in ring order; the two neighbours get the ring's width,
+			 * every other cell is null even where a cable exists, as MLX 0.32's
+			 * configure_jaccl_ring (hostfiles must be interchangeable) */
 			for (size_t col = 0; col < n; col++) {
 				size_t other = r->order[col];
 				size_t have = other == node ? 0 : mr_topo_plan_count(p, node, other);
-				size_t width = (other == left || other == right) ? r->cables : have;
+				size_t width = (other == left || other == right) ? r->cables : 0;
 
 				if (set_cell(&h->rdma[col], p, node, other, MR_MIN(width, have)) < 0)
 					goto out_nomem;

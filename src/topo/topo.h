@@ -27,7 +27,7 @@
  *    Hamiltonian cycle met by a DFS from host 0 visiting neighbours in index
  *    order; our pruned search visits in the same order, so it returns the same
  *    ring (see mr_topo_find_ring() for the one exception);
- *  - configure_ring() / configure_jaccl() / jaccl_ring_devices() +
+ *  - configure_ring() / configure_jaccl() /
  *    configure_jaccl_ring(): the hostfiles;
  *  - prepare_tb_hostfile(): the automatic backend choice.
  * Deliberate differences (all "beyond MLX"), which change nothing for a
@@ -330,9 +330,10 @@ size_t mr_topo_plan_count(const struct mr_topo_plan *p, size_t i, size_t j);
  *  jaccl:      hosts in cluster order; ips = host_ips[i]; rdma row: null on the
  *              diagonal, "rdma_<first cable's interface to j>" (configure_jaccl).
  *  jaccl-ring: hosts in ring order; ips = host_ips[node]; rdma matrix in ring
- *              order as jaccl_ring_devices(): null diagonal and uncabled pairs,
- *              neighbours ring.cables devices, other cabled pairs all their
- *              cables; one device as a string, several as a list.
+ *              order as MLX 0.32's configure_jaccl_ring(): the two ring
+ *              neighbours ring.cables devices, every other cell null (a cable
+ *              between non-neighbours too); one device as a string, several as
+ *              a list.
  * host_ips: NULL or an array of nhosts vectors (each may be empty) - the en0/en1
  * addresses meshconfig found (MLX's add_ips). envs: NULL or "K=V" strings.
  */
