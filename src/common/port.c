@@ -86,10 +86,14 @@ int mr_pipe_cloexec(int fds[2])
 #endif
 }
 
-/* Where send() has no MSG_NOSIGNAL, the socket itself must not raise SIGPIPE. */
+/*
+ * Where sockets have SO_NOSIGPIPE (macOS, BSD), set it even when send() has
+ * MSG_NOSIGNAL: macOS's headers define MSG_NOSIGNAL only from macOS 12 on,
+ * older kernels may not honour it, and write() on a socket knows no flags.
+ */
 static int set_nosigpipe(int fd)
 {
-#if !MR_HAVE_MSG_NOSIGNAL && MR_HAVE_SO_NOSIGPIPE
+#if MR_HAVE_SO_NOSIGPIPE
 	int one = 1;
 
 	return setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof(one));

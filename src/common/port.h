@@ -29,8 +29,8 @@ int mr_pipe_cloexec(int fds[2]);
 /*
  * socket()/socketpair()/accept() with MR_SOCK_* flags applied atomically where
  * the system can (SOCK_CLOEXEC, accept4), else right after creation. Where
- * send() has no MSG_NOSIGNAL, SO_NOSIGPIPE is set on every socket made here,
- * so mr_send_nosig() on it can never raise SIGPIPE.
+ * sockets have SO_NOSIGPIPE (macOS), it is set on every socket made here, so
+ * neither mr_send_nosig() nor a write() on it can raise SIGPIPE.
  */
 int mr_socket(int domain, int type, int flags);
 int mr_socketpair(int domain, int type, int flags, int sv[2]);
