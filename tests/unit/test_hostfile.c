@@ -3,10 +3,10 @@
  * cell shape, --hosts lists, malformed input with file/line/column/JSON path,
  * and the rdma matrix check for the jaccl backends.
  *
- * The MLX_* literals below are the exact bytes Python's json.dump(obj, f,
- * indent=4) writes for the objects MLX's Hostfile.to_json() (and, for the
- * MLX_OLD_* ones, older mlx.distributed_config) builds; they were produced with
- * Python 3's json module, not typed by hand.
+ * The MLX_* files (tests/unit/data/hostfile/) are the exact bytes Python's
+ * json.dump(obj, f, indent=4) writes for the objects MLX's Hostfile.to_json() (and,
+ * for the MLX_OLD_* ones, older mlx.distributed_config) builds; they were produced
+ * with Python 3's json module, not typed by hand.
  */
 #include "common/compat.h"
 #include "hostfile/hostfile.h"
@@ -16,302 +16,68 @@
 #include <cmocka.h>
 #include <unistd.h>
 
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_JACCL_MESH[] =
-	"{\n"
-	"    \"backend\": \"jaccl\",\n"
-	"    \"envs\": [\n"
-	"        \"MLX_METAL_FAST_SYNCH=1\"\n"
-	"    ],\n"
-	"    \"hosts\": [\n"
-	"        {\n"
-	"            \"ssh\": \"m1\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.1\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                null,\n"
-	"                \"rdma_en2\",\n"
-	"                \"rdma_en3\",\n"
-	"                \"rdma_en4\"\n"
-	"            ]\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m2\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.2\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                \"rdma_en2\",\n"
-	"                null,\n"
-	"                \"rdma_en3\",\n"
-	"                \"rdma_en4\"\n"
-	"            ]\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m3\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.3\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                \"rdma_en2\",\n"
-	"                \"rdma_en3\",\n"
-	"                null,\n"
-	"                \"rdma_en4\"\n"
-	"            ]\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m4\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.4\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                \"rdma_en2\",\n"
-	"                \"rdma_en3\",\n"
-	"                \"rdma_en4\",\n"
-	"                null\n"
-	"            ]\n"
-	"        }\n"
-	"    ]\n"
-	"}";
+/*
+ * MLX's files, byte for byte (no newline at the end, as MLX writes them), in
+ * tests/unit/data/hostfile/: json.dump(..., indent=4) output, verbatim, except
+ * from_list.json:
+ * Hostfile.from_list('10.0.0.1,m2,::1,user@h3.local').to_json(), json.dump indent=4.
+ */
+static char *MLX_JACCL_MESH; /* jaccl_mesh.json */
+static char *MLX_RING; /* ring.json */
+static char *MLX_JACCL_RING; /* jaccl_ring.json */
+static char *MLX_ETHERNET; /* ethernet.json */
+static char *MLX_OLD_ETHERNET; /* old_ethernet.json */
+static char *MLX_OLD_RING; /* old_ring.json */
+static char *MLX_OLD_JACCL; /* old_jaccl.json */
+static char *MLX_FROM_LIST; /* from_list.json */
 
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_RING[] =
-	"{\n"
-	"    \"backend\": \"ring\",\n"
-	"    \"envs\": [],\n"
-	"    \"hosts\": [\n"
-	"        {\n"
-	"            \"ssh\": \"m1\",\n"
-	"            \"ips\": [\n"
-	"                \"192.168.0.1\",\n"
-	"                \"192.168.0.9\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m2\",\n"
-	"            \"ips\": [\n"
-	"                \"192.168.0.2\",\n"
-	"                \"192.168.0.5\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m3\",\n"
-	"            \"ips\": [\n"
-	"                \"192.168.0.6\",\n"
-	"                \"192.168.0.13\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m4\",\n"
-	"            \"ips\": [\n"
-	"                \"192.168.0.10\",\n"
-	"                \"192.168.0.14\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        }\n"
-	"    ]\n"
-	"}";
+static char *load_mlx(const char *name)
+{
+	char path[512];
+	FILE *f;
+	char *text;
+	long len;
 
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_JACCL_RING[] =
-	"{\n"
-	"    \"backend\": \"jaccl-ring\",\n"
-	"    \"envs\": [],\n"
-	"    \"hosts\": [\n"
-	"        {\n"
-	"            \"ssh\": \"m1\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.1\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                null,\n"
-	"                [\n"
-	"                    \"rdma_en2\",\n"
-	"                    \"rdma_en3\"\n"
-	"                ],\n"
-	"                null,\n"
-	"                [\n"
-	"                    \"rdma_en4\",\n"
-	"                    \"rdma_en5\"\n"
-	"                ]\n"
-	"            ]\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m2\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.2\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                [\n"
-	"                    \"rdma_en2\",\n"
-	"                    \"rdma_en3\"\n"
-	"                ],\n"
-	"                null,\n"
-	"                [\n"
-	"                    \"rdma_en4\",\n"
-	"                    \"rdma_en5\"\n"
-	"                ],\n"
-	"                null\n"
-	"            ]\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m3\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.3\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                null,\n"
-	"                [\n"
-	"                    \"rdma_en2\",\n"
-	"                    \"rdma_en3\"\n"
-	"                ],\n"
-	"                null,\n"
-	"                [\n"
-	"                    \"rdma_en4\",\n"
-	"                    \"rdma_en5\"\n"
-	"                ]\n"
-	"            ]\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m4\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.4\"\n"
-	"            ],\n"
-	"            \"rdma\": [\n"
-	"                [\n"
-	"                    \"rdma_en2\",\n"
-	"                    \"rdma_en3\"\n"
-	"                ],\n"
-	"                null,\n"
-	"                [\n"
-	"                    \"rdma_en4\",\n"
-	"                    \"rdma_en5\"\n"
-	"                ],\n"
-	"                null\n"
-	"            ]\n"
-	"        }\n"
-	"    ]\n"
-	"}";
+	snprintf(path, sizeof(path), "%s/tests/unit/data/hostfile/%s", MESHRUN_SOURCE_DIR, name);
+	f = fopen(path, "rb");
+	if (!f || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
+		fprintf(stderr, "cannot read '%s'\n", path);
+		exit(1);
+	}
+	text = calloc(1, (size_t)len + 1);
+	if (!text || fread(text, 1, (size_t)len, f) != (size_t)len)
+		exit(1);
+	fclose(f);
+	return text;
+}
 
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_ETHERNET[] =
-	"{\n"
-	"    \"backend\": \"\",\n"
-	"    \"envs\": [\n"
-	"        \"GREETING=h\\u00e9llo \\\"w\\u00f6rld\\\"\\tend\",\n"
-	"        \"EMOJI=\\ud83d\\ude00\"\n"
-	"    ],\n"
-	"    \"hosts\": [\n"
-	"        {\n"
-	"            \"ssh\": \"mac1.local\",\n"
-	"            \"ips\": [\n"
-	"                \"192.168.1.10\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"user@mac2\",\n"
-	"            \"ips\": [],\n"
-	"            \"rdma\": []\n"
-	"        }\n"
-	"    ]\n"
-	"}";
+static int load_files(void **state)
+{
+	(void)state;
+	MLX_JACCL_MESH = load_mlx("jaccl_mesh.json");
+	MLX_RING = load_mlx("ring.json");
+	MLX_JACCL_RING = load_mlx("jaccl_ring.json");
+	MLX_ETHERNET = load_mlx("ethernet.json");
+	MLX_OLD_ETHERNET = load_mlx("old_ethernet.json");
+	MLX_OLD_RING = load_mlx("old_ring.json");
+	MLX_OLD_JACCL = load_mlx("old_jaccl.json");
+	MLX_FROM_LIST = load_mlx("from_list.json");
+	return 0;
+}
 
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_OLD_ETHERNET[] =
-	"[\n"
-	"    {\n"
-	"        \"ssh\": \"m1\",\n"
-	"        \"ips\": [\n"
-	"            \"192.168.1.10\"\n"
-	"        ]\n"
-	"    },\n"
-	"    {\n"
-	"        \"ssh\": \"m2\",\n"
-	"        \"ips\": [\n"
-	"            \"192.168.1.11\"\n"
-	"        ]\n"
-	"    }\n"
-	"]";
-
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_OLD_RING[] =
-	"[\n"
-	"    {\n"
-	"        \"ssh\": \"m1\",\n"
-	"        \"ips\": [\n"
-	"            \"192.168.0.1\"\n"
-	"        ],\n"
-	"        \"rdma\": []\n"
-	"    },\n"
-	"    {\n"
-	"        \"ssh\": \"m2\",\n"
-	"        \"ips\": [\n"
-	"            \"192.168.0.2\"\n"
-	"        ],\n"
-	"        \"rdma\": []\n"
-	"    }\n"
-	"]";
-
-/* json.dump(..., indent=4) output, verbatim */
-static const char MLX_OLD_JACCL[] =
-	"[\n"
-	"    {\n"
-	"        \"ssh\": \"m1\",\n"
-	"        \"ips\": [\n"
-	"            \"fe80::1\"\n"
-	"        ],\n"
-	"        \"rdma\": [\n"
-	"            null,\n"
-	"            \"rdma_en3\"\n"
-	"        ]\n"
-	"    },\n"
-	"    {\n"
-	"        \"ssh\": \"m2\",\n"
-	"        \"ips\": [],\n"
-	"        \"rdma\": [\n"
-	"            \"rdma_en3\",\n"
-	"            null\n"
-	"        ]\n"
-	"    }\n"
-	"]";
-
-/* Hostfile.from_list('10.0.0.1,m2,::1,user@h3.local').to_json(), json.dump indent=4 */
-static const char MLX_FROM_LIST[] =
-	"{\n"
-	"    \"backend\": \"\",\n"
-	"    \"envs\": [],\n"
-	"    \"hosts\": [\n"
-	"        {\n"
-	"            \"ssh\": \"10.0.0.1\",\n"
-	"            \"ips\": [\n"
-	"                \"10.0.0.1\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"m2\",\n"
-	"            \"ips\": [],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"::1\",\n"
-	"            \"ips\": [\n"
-	"                \"::1\"\n"
-	"            ],\n"
-	"            \"rdma\": []\n"
-	"        },\n"
-	"        {\n"
-	"            \"ssh\": \"user@h3.local\",\n"
-	"            \"ips\": [],\n"
-	"            \"rdma\": []\n"
-	"        }\n"
-	"    ]\n"
-	"}";
+static int free_files(void **state)
+{
+	(void)state;
+	free(MLX_JACCL_MESH);
+	free(MLX_RING);
+	free(MLX_JACCL_RING);
+	free(MLX_ETHERNET);
+	free(MLX_OLD_ETHERNET);
+	free(MLX_OLD_RING);
+	free(MLX_OLD_JACCL);
+	free(MLX_FROM_LIST);
+	return 0;
+}
 
 static struct mr_hostfile *parse_ok(const char *text)
 {
@@ -341,7 +107,7 @@ static void check_round_trip(const char *text)
 
 static void test_mlx_round_trips(void **state)
 {
-	static const char *const files[] = {
+	const char *const files[] = {
 		MLX_JACCL_MESH, MLX_RING,     MLX_JACCL_RING, MLX_ETHERNET,
 		MLX_OLD_ETHERNET, MLX_OLD_RING, MLX_OLD_JACCL, MLX_FROM_LIST,
 	};
@@ -694,7 +460,7 @@ static struct mr_hostfile *matrix(const char *rows)
 
 static void test_check_rdma(void **state)
 {
-	static const struct {
+	const struct {
 		const char *json;
 		bool mesh;
 		const char *msg; /* NULL: valid */
@@ -778,5 +544,5 @@ int main(void)
 		cmocka_unit_test(test_malformed),       cmocka_unit_test(test_lenient),
 		cmocka_unit_test(test_check_rdma),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, load_files, free_files);
 }
