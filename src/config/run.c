@@ -154,8 +154,18 @@ static int ssh_check(struct cfg_run *c, const struct mr_hostfile *in)
 			else
 				cfg_warn(c, "  - %s: %s", names[i], why[i]);
 		}
+		/* the hint that fits each kind of failure, once (not "password-less ssh?"
+		 * for a name that does not resolve) */
+		for (size_t i = 0; i < n; i++) {
+			const char *hint = why[i][0] ? mr_hal_err_hint(&errs[i]) : NULL;
+			bool seen = false;
+
+			for (size_t k = 0; hint && k < i; k++)
+				seen |= why[k][0] && mr_hal_err_hint(&errs[k]) == hint;
+			if (hint && !seen)
+				(c->o->ignore_unreachable ? cfg_warn : cfg_error)(c, "  hint: %s", hint);
+		}
 		if (!c->o->ignore_unreachable) {
-			cfg_error(c, "maybe they are not set up for password-less ssh?");
 			rc = MR_CONFIG_EXIT_UNREACHABLE;
 			goto out;
 		}

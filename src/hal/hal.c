@@ -602,3 +602,32 @@ const char *mr_hal_cmd_describe(const struct mr_hal_cmd *cmd, char *buf, size_t 
 	}
 	return buf;
 }
+
+const char *mr_hal_err_hint(const struct meshrun_err *e)
+{
+	if (!e || !e->code)
+		return NULL;
+	switch (e->code) {
+	case MESHRUN_E_AUTH:
+		return "authentication refused: add your public key to the host's ~/.ssh/authorized_keys "
+		       "(ssh-copy-id [user@]host), or give the right user (user@host, or User in ssh_config)";
+	case MESHRUN_E_HOSTKEY:
+		return "host key unknown or changed: 'ssh [user@]host' once to check and record it, or "
+		       "--accept-new-hostkeys for new hosts";
+	case MESHRUN_E_CONNECT:
+		if (strstr(e->msg, "cannot resolve"))
+			return "the name does not resolve: check its spelling, DNS or /etc/hosts, or give "
+			       "a HostName in ssh_config";
+		if (strstr(e->msg, "timed out"))
+			return "no answer within the connect timeout: is the host up and on this network "
+			       "(a firewall dropping port 22)?";
+		if (strstr(e->msg, "refused"))
+			return "nothing listens for ssh there: start sshd (on a Mac: System Settings > "
+			       "General > Sharing > Remote Login)";
+		if (strstr(e->msg, "unreachable") || strstr(e->msg, "No route"))
+			return "no route to the host: check the address and this machine's network";
+		return NULL;
+	default:
+		return NULL;
+	}
+}

@@ -176,6 +176,15 @@ int mr_hal_run_cb(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 int mr_hal_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
 		   struct meshrun_err *errs);
 
+/*
+ * What to check for a failed connection, from its error (mr_hal_connect's errs,
+ * a command's err): a static one-line hint that fits the failure, or NULL.
+ *   name does not resolve | no answer within the timeout | nothing listens on
+ *   the port (sshd off: Remote Login on a Mac) | no route | authentication
+ *   refused (key not in authorized_keys, wrong user) | host key unknown/changed
+ */
+const char *mr_hal_err_hint(const struct meshrun_err *e);
+
 /* Start a long-running process; events arrive from mr_hal_poll(). */
 int mr_hal_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,
 		 struct meshrun_err *err);

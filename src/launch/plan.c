@@ -231,6 +231,30 @@ static void make_token(char out[33])
 		snprintf(out + 2 * i, 3, "%02x", r[i]);
 }
 
+/* jaccl's ranks need the hostfile's rdma matrix: without any (--hosts, -n, a ring
+ * hostfile) say so and how to make one, rather than what a matrix check finds. */
+static int need_rdma_matrix(const struct mr_launch_opts *o, const struct mr_launch_plan *plan,
+			    struct meshrun_err *err)
+{
+	const char *b = mr_backend_name(plan->backend);
+
+	if (plan->backend != MR_BACKEND_JACCL && plan->backend != MR_BACKEND_JACCL_RING)
+		return 0;
+	for (size_t i = 0; i < plan->hf->nhosts; i++)
+		if (plan->hf->hosts[i].nrdma)
+			return 0;
+	if (!o->hostfile)
+		return mr_err_set(err, MESHRUN_E_USAGE,
+				  "--backend %s needs a hostfile with an rdma matrix (--hosts and -n give "
+				  "none): make one with 'meshconfig --backend %s --hosts H1,H2,... "
+				  "--output-hostfile hosts.json', then 'meshrun --hostfile hosts.json'",
+				  b, b);
+	return mr_err_set(err, MESHRUN_E_USAGE,
+			  "%s: no host has an rdma matrix, which --backend %s needs: make the hostfile "
+			  "with 'meshconfig --backend %s --hostfile %s --output-hostfile NEW.json'",
+			  o->hostfile, b, b, o->hostfile);
+}
+
 int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		   struct meshrun_err *err)
 {
@@ -274,6 +298,8 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		goto out_release;
 	}
 	plan->backend = (enum mr_backend)b;
+	if ((rc = need_rdma_matrix(o, plan, err)) < 0)
+		goto out_release;
 	if ((rc = mr_launch_pick_launcher(o->launcher, getenv("MESHRUN_LAUNCHER"), getenv("SLURM_JOB_ID"),
 					  plan->backend, &plan->launcher, err)) < 0)
 		goto out_release;

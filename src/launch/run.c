@@ -106,6 +106,16 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		for (size_t k = 0; k < j->nhosts; k++)
 			if (errs[k].code)
 				mr_buf_printf(&report, "\n  %s: %s", names[k], errs[k].msg), nbad++;
+		/* what to check, once per kind of failure */
+		for (size_t k = 0; k < j->nhosts; k++) {
+			const char *hint = mr_hal_err_hint(&errs[k]);
+			bool seen = false;
+
+			for (size_t m = 0; hint && m < k; m++)
+				seen |= mr_hal_err_hint(&errs[m]) == hint;
+			if (hint && !seen)
+				mr_buf_printf(&report, "\n  hint: %s", hint);
+		}
 		rc = mr_err_set(err, MESHRUN_E_CONNECT, "cannot reach %zu of %zu host%s:%s", nbad,
 				j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
 		goto out;

@@ -52,6 +52,40 @@ static void free_mux(struct mr_hal *hal, struct remote *r)
 		mr_replay_free(r->rp);
 }
 
+/* The hint for a failed connection fits the failure (issue 15), not always
+ * "password-less ssh?". */
+static void test_err_hint(void **state)
+{
+	static const struct { int code; const char *msg, *want; } cases[] = {
+		{ MESHRUN_E_CONNECT, "ssh to 'x' (x): cannot resolve 'x': Name or service not known", "does not resolve" },
+		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect timed out after 2000 ms", "no answer within" },
+		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect: Connection refused", "nothing listens" },
+		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect: No route to host", "no route" },
+		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect: Network is unreachable", "no route" },
+		{ MESHRUN_E_AUTH, "ssh to 'me@x' (10.0.0.9:22): authentication as 'me' failed", "authorized_keys" },
+		{ MESHRUN_E_HOSTKEY, "ssh to 'x' (10.0.0.9:22): host key changed", "host key" },
+		{ 0, "", NULL },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+		const char *h;
+
+		e.code = cases[i].code;
+		snprintf(e.msg, sizeof(e.msg), "%s", cases[i].msg);
+		h = mr_hal_err_hint(&e);
+		if (!cases[i].want) {
+			if (h)
+				fail_msg("case %zu: unexpected hint '%s'", i, h);
+			continue;
+		}
+		if (!h || !strstr(h, cases[i].want))
+			fail_msg("case %zu: hint '%s' lacks '%s'", i, h ? h : "(none)", cases[i].want);
+		assert_null(strstr(h, "password-less"));
+	}
+}
+
 static void test_is_local(void **state)
 {
 	char self[256];
@@ -321,6 +355,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_is_local),
+		cmocka_unit_test(test_err_hint),
 		cmocka_unit_test(test_run_routes_per_host),
 		cmocka_unit_test(test_connect_routes_per_host),
 		cmocka_unit_test(test_remote_backend_fails),

@@ -29,4 +29,13 @@ grep -q "as 'mrh-nouser'" "$D/err" || fail "mrh-nouser@h1: $(cat "$D/err")"
 grep -q "2 hosts reachable" "$D/err" || fail "meshconfig root@: $(cat "$D/err")"
 "$BIN/meshconfig" --hosts mrh-nouser@h1,h2 >"$D/out" 2>"$D/err" && fail "meshconfig mrh-nouser@h1 succeeded"
 grep -q "mrh-nouser@h1" "$D/err" && grep -q "as 'mrh-nouser'" "$D/err" || fail "meshconfig mrh-nouser: $(cat "$D/err")"
+grep -q "hint: authentication refused" "$D/err" && ! grep -q "password-less" "$D/err" ||
+	fail "meshconfig auth hint: $(cat "$D/err")"
+# the hint fits the failure: a timeout is not a key problem
+"$BIN/meshconfig" --hosts unreach,h1 >"$D/out" 2>"$D/err" && fail "meshconfig unreach succeeded"
+grep -q "hint: no answer within the connect timeout" "$D/err" && ! grep -q "authorized_keys" "$D/err" ||
+	fail "meshconfig timeout hint: $(cat "$D/err")"
+printf '[{"ssh": "mrh-nouser@h1", "ips": ["10.231.0.11"]}]' >"$D/bad.json"
+"$BIN/meshrun" --hostfile "$D/bad.json" -- true >"$D/out" 2>"$D/err"; rc=$?
+[ $rc = 255 ] && grep -q "hint: authentication refused" "$D/err" || fail "meshrun auth hint: $rc $(cat "$D/err")"
 echo "user@host: meshrun and meshconfig pass"

@@ -282,6 +282,10 @@ parity)
 	"$MESHRUN" --hosts "127.0.0.1, 127.0.0.1" -- true 2>"$D/err"; rc=$?
 	[ $rc = 2 ] && grep -q "^meshrun: --hosts: entry 2 ' 127.0.0.1'" "$D/err" && ! grep -q -- "--hosts: --hosts" "$D/err" ||
 		fail "--hosts with a space: $rc $(cat "$D/err")"
+	# jaccl without a hostfile: say what it needs and how to make it
+	"$MESHRUN" --backend jaccl -n 2 -- true 2>"$D/err"; rc=$?
+	[ $rc = 2 ] && grep -q "needs a hostfile with an rdma matrix" "$D/err" && grep -q "meshconfig --backend jaccl" "$D/err" &&
+		! grep -q "malformed" "$D/err" || fail "jaccl without hostfile: $rc $(cat "$D/err")"
 	;;
 *)
 	fail "unknown case"
