@@ -315,115 +315,6 @@ static void test_ping_check_fails(void **state)
 
 /* ---- bad remote output: error naming host and field, nothing configured -------- */
 
-static void test_malformed_system_profiler(void **state)
-{
-	const char *args[] = { "--auto-setup", NULL };
-	const struct answer ans[] = {
-		{ "m3", "system_profiler SPThunderboltDataType -json", 0, "{\"SPThunderboltDataType\": [ {", NULL, 0, 0 },
-	};
-	struct result r;
-
-	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	assert_contains(r.err, "m3: system_profiler");
-	assert_no_config_sent(&r);
-	assert_string_equal(r.out, "");
-	result_release(&r);
-}
-
-static void test_wrong_type_in_system_profiler(void **state)
-{
-	const char *args[] = { "--auto-setup", NULL };
-	const struct answer ans[] = {
-		{ "m2", "system_profiler SPThunderboltDataType -json", 0,
-		  "{\"SPThunderboltDataType\": [{\"domain_uuid_key\": \"00000001-0000-4000-8000-000000000001\", \"device_name_key\": \"Mac\", "
-		  "\"receptacle_1_tag\": {\"receptacle_id_key\": 2}}]}", NULL, 0, 0 },
-	};
-	struct result r;
-
-	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	assert_contains(r.err, "m2: system_profiler: SPThunderboltDataType[0].receptacle_1_tag.receptacle_id_key");
-	assert_no_config_sent(&r);
-	result_release(&r);
-}
-
-static void test_missing_thunderbolt_port(void **state)
-{
-	const char *args[] = { "--auto-setup", NULL };
-	const struct answer ans[] = {
-		{ "m2", "networksetup -listallhardwareports", 0,
-		  "Hardware Port: Wi-Fi\nDevice: en0\nEthernet Address: 02:00:00:00:00:05\n\n"
-		  "Hardware Port: Thunderbolt Bridge\nDevice: bridge0\n\n", NULL, 0, 0 },
-	};
-	struct result r;
-
-	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	assert_contains(r.err, "m2: networksetup: no 'Thunderbolt");
-	assert_no_config_sent(&r);
-	result_release(&r);
-}
-
-static void test_hostile_interface_name(void **state)
-{
-	const char *args[] = { "--auto-setup", NULL };
-	const struct answer ans[] = {
-		{ "m1", "networksetup -listallhardwareports", 0,
-		  "Hardware Port: Thunderbolt 1\nDevice: en0; rm -rf /\n\n"
-		  "Hardware Port: Thunderbolt 2\nDevice: en3\n\nHardware Port: Thunderbolt 3\nDevice: en4\n\n",
-		  NULL, 0, 0 },
-	};
-	struct result r;
-
-	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	assert_contains(r.err, "m1: networksetup:");
-	assert_contains(r.err, "en0; rm -rf /");
-	assert_no_config_sent(&r);
-	result_release(&r);
-}
-
-static void test_discovery_command_fails(void **state)
-{
-	const struct answer ans[] = {
-		{ "m4", "networksetup -listallhardwareports", 127, NULL, "sh: networksetup: not found\n", 0, 0 },
-		{ "m2", "system_profiler *", 0, NULL, NULL, 10, MESHRUN_E_TIMEOUT },
-	};
-	const char *args[] = { "--auto-setup", NULL };
-	struct result r;
-
-	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	/* every host's problem is reported, each naming host and command */
-	assert_contains(r.err, "m4: 'networksetup -listallhardwareports' failed: exit status 127");
-	assert_contains(r.err, "networksetup: not found");
-	assert_contains(r.err, "m2: 'system_profiler SPThunderboltDataType -json'");
-	assert_no_config_sent(&r);
-	result_release(&r);
-}
-
-static void test_bad_ip_output(void **state)
-{
-	const char *args[] = { "--over", "ethernet", NULL };
-	const struct answer ans[] = {
-		{ "m3", "ipconfig getifaddr en0", 0, "$(reboot)\n", NULL, 0, 0 },
-	};
-	struct result r;
-
-	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	assert_contains(r.err, "m3: 'ipconfig getifaddr en0': expected an IP address");
-	assert_string_equal(r.out, "");
-	result_release(&r);
-}
-
 static void test_routes_in_use_are_skipped(void **state)
 {
 	const char *args[] = { "--verbose", NULL };
@@ -447,20 +338,67 @@ static void test_routes_in_use_are_skipped(void **state)
 	result_release(&r);
 }
 
-static void test_timeout_names_host(void **state)
+/*
+ * One host answers badly (cut JSON, a wrong type, a port missing, a hostile
+ * interface name, a failing or hanging command, a non-address): exit 4 with a
+ * message naming the host and the command or field, nothing configured and no
+ * hostfile.
+ */
+static void test_bad_remote_output(void **state)
 {
-	const char *args[] = { "--timeout", "50ms", NULL };
-	const struct answer ans[] = {
-		{ "m2", "system_profiler *", 0, "{}", NULL, 5000, 0 },
+	static const struct {
+		const char *args[4];
+		struct answer ans[2];
+		size_t nans;
+		const char *says[3];
+	} cases[] = {
+		{ { "--auto-setup" },
+		  { { "m3", "system_profiler SPThunderboltDataType -json", 0, "{\"SPThunderboltDataType\": [ {", NULL, 0, 0 } },
+		  1, { "m3: system_profiler" } },
+		{ { "--auto-setup" },
+		  { { "m2", "system_profiler SPThunderboltDataType -json", 0,
+		      "{\"SPThunderboltDataType\": [{\"domain_uuid_key\": \"00000001-0000-4000-8000-000000000001\", \"device_name_key\": \"Mac\", "
+		      "\"receptacle_1_tag\": {\"receptacle_id_key\": 2}}]}", NULL, 0, 0 } },
+		  1, { "m2: system_profiler: SPThunderboltDataType[0].receptacle_1_tag.receptacle_id_key" } },
+		{ { "--auto-setup" },
+		  { { "m2", "networksetup -listallhardwareports", 0,
+		      "Hardware Port: Wi-Fi\nDevice: en0\nEthernet Address: 02:00:00:00:00:05\n\n"
+		      "Hardware Port: Thunderbolt Bridge\nDevice: bridge0\n\n", NULL, 0, 0 } },
+		  1, { "m2: networksetup: no 'Thunderbolt" } },
+		{ { "--auto-setup" },
+		  { { "m1", "networksetup -listallhardwareports", 0,
+		      "Hardware Port: Thunderbolt 1\nDevice: en0; rm -rf /\n\n"
+		      "Hardware Port: Thunderbolt 2\nDevice: en3\n\nHardware Port: Thunderbolt 3\nDevice: en4\n\n",
+		      NULL, 0, 0 } },
+		  1, { "m1: networksetup:", "en0; rm -rf /" } },
+		/* every host's problem is reported, each naming host and command */
+		{ { "--auto-setup" },
+		  { { "m4", "networksetup -listallhardwareports", 127, NULL, "sh: networksetup: not found\n", 0, 0 },
+		    { "m2", "system_profiler *", 0, NULL, NULL, 10, MESHRUN_E_TIMEOUT } },
+		  2, { "m4: 'networksetup -listallhardwareports' failed: exit status 127",
+		       "networksetup: not found", "m2: 'system_profiler SPThunderboltDataType -json'" } },
+		{ { "--over", "ethernet" },
+		  { { "m3", "ipconfig getifaddr en0", 0, "$(reboot)\n", NULL, 0, 0 } },
+		  1, { "m3: 'ipconfig getifaddr en0': expected an IP address" } },
+		{ { "--timeout", "50ms" },
+		  { { "m2", "system_profiler *", 0, "{}", NULL, 5000, 0 } },
+		  1, { "m2: 'system_profiler SPThunderboltDataType -json'" } },
 	};
-	struct result r;
 
 	(void)state;
-	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
-	assert_int_equal(r.rc, MR_CONFIG_EXIT_DISCOVERY);
-	assert_contains(r.err, "m2: 'system_profiler SPThunderboltDataType -json'");
-	assert_no_config_sent(&r);
-	result_release(&r);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct result r;
+
+		run_with(M3, cases[i].args, cases[i].ans, cases[i].nans, &r);
+		if (r.rc != MR_CONFIG_EXIT_DISCOVERY)
+			fail_msg("case %zu: exit %d: %s", i, r.rc, r.err);
+		for (size_t k = 0; k < ARRAY_SIZE(cases[i].says) && cases[i].says[k]; k++)
+			if (!strstr(r.err, cases[i].says[k]))
+				fail_msg("case %zu: '%s' not in: %s", i, cases[i].says[k], r.err);
+		assert_no_config_sent(&r);
+		assert_string_equal(r.out, "");
+		result_release(&r);
+	}
 }
 
 /* ---- reachability --------------------------------------------------------------- */
@@ -724,14 +662,8 @@ int main(void)
 		cmocka_unit_test(test_route_change_failure_is_a_warning),
 		cmocka_unit_test(test_setup_script_cut_short),
 		cmocka_unit_test(test_ping_check_fails),
-		cmocka_unit_test(test_malformed_system_profiler),
-		cmocka_unit_test(test_wrong_type_in_system_profiler),
-		cmocka_unit_test(test_missing_thunderbolt_port),
-		cmocka_unit_test(test_hostile_interface_name),
-		cmocka_unit_test(test_discovery_command_fails),
-		cmocka_unit_test(test_bad_ip_output),
+		cmocka_unit_test(test_bad_remote_output),
 		cmocka_unit_test(test_routes_in_use_are_skipped),
-		cmocka_unit_test(test_timeout_names_host),
 		cmocka_unit_test(test_unreachable_host),
 		cmocka_unit_test(test_ignore_unreachable),
 		cmocka_unit_test(test_true_fails),
