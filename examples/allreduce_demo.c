@@ -15,9 +15,11 @@
  */
 #include <meshrun/meshrun.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define VEC_COUNT (1u << 20) /* float32 elements: 4 MiB */
@@ -30,7 +32,14 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int main(void)
+static const char usage[] =
+	"usage: meshrun-allreduce-demo   (no arguments; under meshrun, one process per rank)\n"
+	"  e.g. meshrun -n 4 -- meshrun-allreduce-demo\n"
+	"Every rank contributes rank+1; one all_sum adds them up and each rank prints the\n"
+	"sum next to the expected one, then a 4 MiB float32 all_sum is checked.\n"
+	"Exit status: 0 every check passed, 1 a wrong result, 2 an error.\n";
+
+int main(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct meshrun_group *g = NULL;
@@ -40,6 +49,15 @@ int main(void)
 	double t0, dt;
 	int rank, size, status = 2;
 
+	/* every program answers --help (and refuses what it does not know) */
+	if (argc > 1) {
+		bool help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+
+		if (!help)
+			fprintf(stderr, "meshrun-allreduce-demo: unknown argument '%s'\n", argv[1]);
+		fputs(usage, help ? stdout : stderr);
+		return help ? 0 : 2;
+	}
 	if (meshrun_init(&g, MESHRUN_BACKEND_ANY, 0, &err) < 0) {
 		fprintf(stderr, "allreduce-demo: init: %s\n", err.msg);
 		return 2;

@@ -278,7 +278,7 @@ int cfg_write_hostfile(struct cfg_run *c, const struct mr_hostfile *hf)
 
 	if (c->o->output_hostfile) {
 		if (mr_hostfile_save(hf, c->o->output_hostfile, &e) < 0) {
-			cfg_error(c, "%s", e.msg);
+			cfg_error(c, "--output-hostfile '%s': %s", c->o->output_hostfile, e.msg);
 			return MR_CONFIG_EXIT_TOPOLOGY;
 		}
 		cfg_info(c, "hostfile written to '%s'", c->o->output_hostfile);

@@ -11,6 +11,8 @@
 #include "config/config_impl.h"
 #include "hal/replay.h"
 
+#include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- step 1: hosts ------------------------------------------------------------- */
@@ -232,6 +234,48 @@ static void run_release(struct cfg_run *c)
 	c->nhosts = 0;
 }
 
+/*
+ * --output-hostfile must be writable before any host is touched (the setup may
+ * run sudo on every host): its directory exists and takes a new file (a probe
+ * file, created and removed: root passes access() on a read-only mount).
+ * Errors name the path as the user gave it.
+ */
+static int check_output(struct cfg_run *c)
+{
+	const char *path = c->o->output_hostfile;
+	char dir[4096], probe[4096 + 32];
+	const char *slash;
+	struct stat st;
+	int fd;
+
+	if (!path || !strcmp(path, "-") || c->o->dot || c->o->png)
+		return 0;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+		cfg_error(c, "--output-hostfile '%s': is a directory", path);
+		return MR_CONFIG_EXIT_USAGE;
+	}
+	if (!stat(path, &st) && !S_ISREG(st.st_mode))
+		return 0; /* /dev/stdout, a FIFO: written in place */
+	slash = strrchr(path, '/');
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1,
+		 slash ? path : ".");
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		cfg_error(c, "--output-hostfile '%s': directory '%s' %s", path, dir,
+			  stat(dir, &st) < 0 ? "does not exist" : "is not a directory");
+		return MR_CONFIG_EXIT_USAGE;
+	}
+	snprintf(probe, sizeof(probe), "%s/.meshconfig-probe.XXXXXX", dir);
+	fd = mkstemp(probe);
+	if (fd < 0) {
+		cfg_error(c, "--output-hostfile '%s': cannot create a file in '%s': %s", path, dir,
+			  strerror(errno));
+		return MR_CONFIG_EXIT_USAGE;
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
+}
+
 int mr_config_run(const struct mr_config_opts *o, struct mr_hal *hal, FILE *out, FILE *err)
 {
 	struct cfg_run c = { .o = o, .hal = hal, .out = out, .err = err };
@@ -243,7 +287,9 @@ int mr_config_run(const struct mr_config_opts *o, struct mr_hal *hal, FILE *out,
 	/* The step line only on a terminal and without --verbose (which logs each step). */
 	mr_progress_init(&c.pg, err, "meshconfig", strcmp(o->over, "ethernet") ? 4 : 2,
 			 !o->verbose && isatty(fileno(err)) && !getenv("NO_PROGRESS"));
-	rc = load_hosts(&c, &in);
+	rc = check_output(&c);
+	if (!rc)
+		rc = load_hosts(&c, &in);
 	if (rc)
 		return rc;
 	rc = ssh_check(&c, in);

@@ -600,6 +600,29 @@ static void test_option_prefix_and_output(void **state)
 	result_release(&r);
 }
 
+/* An --output-hostfile that cannot be written fails before any host is touched,
+ * naming the path as given (issue 15), not a temporary file after the setup. */
+static void test_output_checked_first(void **state)
+{
+	const char *args[] = { "--output-hostfile", "/no/such/dir/h.json", "--auto-setup", NULL };
+	const char *dir_args[] = { "--output-hostfile", "/tmp", NULL };
+	struct result r;
+
+	(void)state;
+	run_with(FIXTURES "/ring4", args, NULL, 0, &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_USAGE);
+	assert_contains(r.err, "--output-hostfile '/no/such/dir/h.json': directory '/no/such/dir' does not exist");
+	assert_null(strstr(r.err, ".tmp"));
+	assert_int_equal(r.log.nr, 0); /* no command reached any host */
+	result_release(&r);
+
+	run_with(FIXTURES "/ring4", dir_args, NULL, 0, &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_USAGE);
+	assert_contains(r.err, "--output-hostfile '/tmp': is a directory");
+	assert_int_equal(r.log.nr, 0);
+	result_release(&r);
+}
+
 static void test_help_lists_every_flag(void **state)
 {
 	static const char *const flags[] = {
@@ -672,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_backend_forced),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_option_prefix_and_output),
+		cmocka_unit_test(test_output_checked_first),
 		cmocka_unit_test(test_help_lists_every_flag),
 		cmocka_unit_test(test_setup_lines_refuse_hostile_words),
 	};

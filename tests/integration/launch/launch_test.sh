@@ -286,6 +286,13 @@ parity)
 	"$MESHRUN" --backend jaccl -n 2 -- true 2>"$D/err"; rc=$?
 	[ $rc = 2 ] && grep -q "needs a hostfile with an rdma matrix" "$D/err" && grep -q "meshconfig --backend jaccl" "$D/err" &&
 		! grep -q "malformed" "$D/err" || fail "jaccl without hostfile: $rc $(cat "$D/err")"
+	# every installed program answers --help (usage on stdout, exit 0, nothing run)
+	for p in meshrun meshconfig meshsim meshrun-allreduce-demo meshrun-allreduce-test meshrun-nccl-check; do
+		[ -x "$BINDIR/$p" ] || continue
+		timeout 10 "$BINDIR/$p" --help >"$D/out" 2>"$D/err" </dev/null; rc=$?
+		[ $rc = 0 ] && grep -qi "usage" "$D/out" && ! grep -q "all_sum =" "$D/out" ||
+			fail "$p --help: $rc $(head -3 "$D/out" "$D/err")"
+	done
 	;;
 *)
 	fail "unknown case"
