@@ -858,7 +858,7 @@ static int fault_loss(struct fault_ctx *f, const char *port, const char *pct_s,
 		script = xasprintf("add table netdev meshsim_loss; "
 				   "add chain netdev meshsim_loss %s { type filter hook egress device \"%s\" priority 0; }; "
 				   "flush chain netdev meshsim_loss %s; "
-				   "add rule netdev meshsim_loss %s numgen random mod 10000 < %u drop",
+				   "add rule netdev meshsim_loss %s numgen random mod 10000 < %u counter drop",
 				   chain, ifn, chain, chain, pct);
 	else
 		script = xasprintf("delete chain netdev meshsim_loss %s", chain);
