@@ -445,26 +445,47 @@ static int host_ports(struct fault_ctx *f, size_t h, struct mr_strvec *out, stru
 	return rc;
 }
 
-/* Remove cable ci: its veth pair, its faults, its markers; the array shrinks. */
+static int flap_stop(struct fault_ctx *f, size_t ci, struct meshrun_err *err);
+static int fault_loss(struct fault_ctx *f, const char *port, const char *pct_s,
+		      struct meshrun_err *err);
+
+/* Remove cable ci: its veth pair, its faults (a flapper too), its markers; the
+ * array shrinks. */
 static int remove_cable(struct fault_ctx *f, size_t ci, struct meshrun_err *err)
 {
 	struct mr_sim_cluster *c = f->st->cluster;
 	const struct mr_sim_cable *k = &c->cables[ci];
 	char *ns = mr_sim_ns_name(f->name, c->hosts[k->a].name), *key;
+	static const char *const cable_faults[] = { "unplug", "rate", "flap" };
 	int rc;
 
-	/* deleting one end of a veth pair deletes both (and their rxe devices) */
-	rc = mr_sim_run(NULL, err, "remove cable", "ip", "-n", ns, "link", "del", "dev", k->a_if, NULL);
-	key = xasprintf("unplug %s:%s", c->hosts[k->a].name, k->a_if);
+	rc = flap_stop(f, ci, err);
+	/* an nftables chain outlives its device: loss chains go first */
+	for (int s = 0; s < 2 && rc == 0; s++) {
+		char *port = xasprintf("%s:%s", c->hosts[s ? k->b : k->a].name, s ? k->b_if : k->a_if);
+		rc = fault_loss(f, port, "0", err);
+		free(port);
+	}
+	/* deleting one end of a veth pair deletes both (and their rxe devices, qdiscs
+	 * and the nftables chains hooked to them) */
 	if (rc == 0)
+		rc = mr_sim_run(NULL, err, "remove cable", "ip", "-n", ns, "link", "del", "dev",
+				k->a_if, NULL);
+	for (size_t i = 0; i < sizeof(cable_faults) / sizeof(cable_faults[0]) && rc == 0; i++) {
+		key = xasprintf("%s %s:%s", cable_faults[i], c->hosts[k->a].name, k->a_if);
 		rc = mr_sim_faults_update(f->state, key, NULL, err);
-	free(key);
+		free(key);
+	}
 	for (int s = 0; s < 2 && rc == 0; s++) {
 		size_t h = s ? k->b : k->a;
 		const char *ifn = s ? k->b_if : k->a_if;
 		char *mark = unplug_marker(f, h, ifn);
 		key = xasprintf("latency %s:%s", c->hosts[h].name, ifn);
 		rc = mr_sim_faults_update(f->state, key, NULL, err);
+		free(key);
+		key = xasprintf("loss %s:%s", c->hosts[h].name, ifn);
+		if (rc == 0)
+			rc = mr_sim_faults_update(f->state, key, NULL, err);
 		if (rc == 0 && unlink(mark) < 0 && errno != ENOENT)
 			rc = mr_err_sys(err, "remove '%s'", mark);
 		free(key);
