@@ -7,6 +7,7 @@ pkgs=(
 	build-essential cmake pkg-config
 	libcjson-dev libssh2-1-dev libcmocka-dev
 	openssh-server openssh-client iproute2 iputils-ping procps psmisc
+	nftables
 	zsh dash util-linux
 	libibverbs-dev
 	openmpi-bin libopenmpi-dev

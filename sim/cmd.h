@@ -2,7 +2,7 @@
  * cmd.h - meshsim's subcommands. Each takes the argv after "meshsim" (argv[0] is
  * the subcommand's name), prints its own errors once, and returns the process
  * exit code: 0 ok, 1 failure, 2 usage error, 3 not supported by this kernel
- * (fault latency without sch_netem); exec returns the command's own status.
+ * (a fault the kernel or tools cannot do); exec returns the command's own status.
  */
 #ifndef MR_SIM_CMD_H
 #define MR_SIM_CMD_H

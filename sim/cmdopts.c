@@ -41,7 +41,7 @@ static const struct {
 	},
 	[MR_SIM_FAULT] = {
 		"fault", "meshsim fault [--name NAME] FAULT ARGS",
-		"unplug/plug, recable, stop/start, nosudo/sudo, latency",
+		"unplug/plug, recable, stop/start, nosudo/sudo, latency, rate, loss, flap, partition/heal",
 		"Faults:\n"
 		"  unplug HOST:IF | plug HOST:IF   cable pulled/plugged in (both ends: no carrier,\n"
 		"                                   'status: inactive', an empty receptacle in\n"
@@ -50,8 +50,23 @@ static const struct {
 		"                                   there before are removed)\n"
 		"  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
 		"  nosudo HOST | sudo HOST          sudo fails as 'sudo -n' does / works again\n"
-		"  latency HOST:IF DELAY            tc netem delay on that end (0 removes it)\n"
-		"Exit status 3: not supported by this kernel (latency without sch_netem).\n",
+		"  latency HOST:IF DELAY            tc netem delay on that end (0 removes it; 0 on an\n"
+		"                                   end without latency does nothing)\n"
+		"  rate HOST:IF RATE                the cable at RATE (40gbit, 100mbit) both ways: tc\n"
+		"                                   tbf on both ends (off removes it)\n"
+		"  loss HOST:IF PCT                 PCT% (0.01..100) of what that end sends dropped at\n"
+		"                                   random: nftables netdev egress (0 removes it)\n"
+		"  flap HOST:IF PERIOD              the cable down and up every PERIOD (100ms..1h) by a\n"
+		"                                   background process in its first end's host; off,\n"
+		"                                   recable, stop of that host or 'meshsim down' end it\n"
+		"  partition HOSTS|HOSTS | heal     no traffic between the two groups (h1,h2|h3,h4) on\n"
+		"                                   cables or en0: nftables netdev ingress drops in\n"
+		"                                   each host (ssh from this machine still works) /\n"
+		"                                   all of it gone ('partition off' too)\n"
+		"Active faults are listed by 'meshsim status'.\n"
+		"Exit status 3: not supported here, checked before anything changes (latency\n"
+		"without sch_netem, rate without sch_tbf, loss or partition without nft or the\n"
+		"kernel's nf_tables), with the reason.\n",
 	},
 	[MR_SIM_GEN] = {
 		"gen", "meshsim gen TOPOLOGY -o DIR", "write a generated fixture set",

@@ -5,7 +5,10 @@
  * Layout of <state> (mr_sim_state_dir(name)):
  *   state.json            this file: name, subnet, hosts, cables, soft-RoCE note
  *   faults                active faults, one per line ("unplug h1:en3", "stop h2",
- *                         "nosudo h3", "latency h1:en3 5ms")
+ *                         "nosudo h3", "latency h1:en3 5ms", "rate h1:en3 40gbit
+ *                         (both ends)", "loss h1:en3 5% (sent by that end)",
+ *                         "flap h1:en3 2000ms (pid N)", "partition h1,h2|h3,h4");
+ *                         a cable's rate/flap/unplug is keyed by its first end
  *   id_ed25519[.pub]      the user key; authorized_keys: its public half
  *   ssh_config            Host <host> blocks (HostName, User root, IdentityFile, ...)
  *   known_hosts           "<host>,<addr> ssh-ed25519 KEY" per host
@@ -15,6 +18,8 @@
  *   <host>/live/          what the shims answer now (see live.h)
  *   <host>/ssh_host_ed25519_key[.pub], sshd_config, sshd.pid, sshd.log, net.batch
  *   <host>/nosudo         present while sudo is refused on that host
+ *   <host>/flap-<if>.pid  the flapper of the cable whose first end is <host>:<if>
+ *                         (it runs in <host>'s namespace, so `down` ends it)
  *
  * state.json:
  *   {"name": "mst1", "subnet": 57, "fixture": "/path", "rxe": false,
