@@ -136,6 +136,21 @@ bool mr_launch_mpi_wants_yield(const struct mr_hostfile *hf, long ncores,
 	return ncores > 0 && most > ncores;
 }
 
+const char *mr_launch_mpi_root_refusal(bool root, const char *version_out,
+				       const struct mr_strvec *mpi_args, const char *allow_env,
+				       const char *confirm_env)
+{
+	if (!root || !version_out || !strstr(version_out, "(Open MPI)"))
+		return NULL;
+	for (size_t i = 0; mpi_args && i < mpi_args->nr; i++)
+		if (strstr(mpi_args->v[i], "--allow-run-as-root"))
+			return NULL;
+	if (allow_env && !strcmp(allow_env, "1") && confirm_env && !strcmp(confirm_env, "1"))
+		return NULL;
+	return "Open MPI's mpirun refuses to run as root: add --mpi-arg --allow-run-as-root, or set "
+	       "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (as containers in CI do)";
+}
+
 int mr_launch_mpi_ssh_arg(const char *ssh_config, const struct mr_strvec *mpi_args,
 			  const char *env_value, struct mr_strvec *out, struct meshrun_err *err)
 {
@@ -243,20 +258,25 @@ make:
  * mlx.launch passes "--output :raw" (Open MPI 5); Open MPI 4 rejects that option.
  * Keep it unless `mpirun --version` names Open MPI 1..4.
  */
-static bool mpirun_takes_output_raw(struct mr_hal *hal, const char *mpirun)
+static bool mpirun_takes_output_raw(const char *version_out)
+{
+	const char *v = strstr(version_out, "(Open MPI) ");
+
+	return !(v && v[11] >= '1' && v[11] <= '4' && v[12] == '.');
+}
+
+/* What `mpirun --version` prints (empty when it does not run), in *out. */
+static void mpirun_version(struct mr_hal *hal, const char *mpirun, struct mr_buf *out)
 {
 	char *argv[] = { (char *)mpirun, "--version", NULL };
 	struct mr_hal_cmd c = { 0 };
-	const char *v;
-	bool raw = true;
 
 	c.host = "127.0.0.1";
 	c.argv = argv;
 	c.timeout_ms = 10000;
-	if (mr_hal_run(hal, &c, 1, NULL) == 0 && (v = strstr(mr_buf_cstr(&c.out), "(Open MPI) ")))
-		raw = !(v[11] >= '1' && v[11] <= '4' && v[12] == '.');
+	if (mr_hal_run(hal, &c, 1, NULL) == 0)
+		mr_buf_puts(out, mr_buf_cstr(&c.out));
 	mr_hal_cmd_release(&c);
-	return raw;
 }
 
 static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
@@ -264,10 +284,19 @@ static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
 {
 	const struct mr_launch_opts *o = x->o;
 	struct mr_strvec margs = MR_STRVEC_INIT;
-	struct mr_buf hosts = MR_BUF_INIT;
+	struct mr_buf hosts = MR_BUF_INIT, version = MR_BUF_INIT;
+	const char *refusal;
 	char path[PATH_MAX];
 	int rc;
 
+	mpirun_version(hal, mpirun, &version);
+	refusal = mr_launch_mpi_root_refusal(geteuid() == 0, mr_buf_cstr(&version), &o->mpi_args,
+					     getenv("OMPI_ALLOW_RUN_AS_ROOT"),
+					     getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
+	if (refusal) {
+		rc = mr_err_set(err, MESHRUN_E_USAGE, "%s", refusal);
+		goto out;
+	}
 	if (mr_launch_mpi_hostfile(x->plan->hf, &hosts) < 0) {
 		rc = nomem(err);
 		goto out;
@@ -294,11 +323,12 @@ static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
 		rc = nomem(err);
 		goto out;
 	}
-	rc = mr_launch_mpi_argv(mpirun, mpirun_takes_output_raw(hal, mpirun), path, o->cwd, env,
+	rc = mr_launch_mpi_argv(mpirun, mpirun_takes_output_raw(mr_buf_cstr(&version)), path, o->cwd, env,
 				&margs, x->plan->argv.v, argv, err);
 out:
 	mr_strvec_release(&margs);
 	mr_buf_release(&hosts);
+	mr_buf_release(&version);
 	return rc;
 }
 

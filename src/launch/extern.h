@@ -109,6 +109,17 @@ bool mr_launch_mpi_wants_yield(const struct mr_hostfile *hf, long ncores,
 			       const struct mr_strvec *mpi_args, const char *env_value);
 
 /*
+ * Open MPI's mpirun refuses root with a 15-line message. Returns the one line
+ * that says how to allow it, or NULL when it will run: not root, or the mpirun
+ * is not Open MPI (version_out, what `mpirun --version` printed, lacks "(Open
+ * MPI)"), or --allow-run-as-root is in mpi_args, or allow_env and confirm_env
+ * (OMPI_ALLOW_RUN_AS_ROOT, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM) are both "1".
+ */
+const char *mr_launch_mpi_root_refusal(bool root, const char *version_out,
+				       const struct mr_strvec *mpi_args, const char *allow_env,
+				       const char *confirm_env);
+
+/*
  * --ssh-config under mpirun: Open MPI starts its daemons (orted) with OpenSSH's
  * ssh (plm_rsh), which reads ~/.ssh/config, not the file meshrun was given. When
  * ssh_config is not NULL (the caller passes --ssh-config, else

@@ -222,12 +222,35 @@ static void test_mpi_ssh_arg(void **state)
 	mr_strvec_release(&user);
 }
 
+/* Open MPI as root: one line saying how to allow it, unless allowed (issue 15). */
+static void test_mpi_root_refusal(void **state)
+{
+	const char *ompi = "mpirun (Open MPI) 4.1.4\n\nReport bugs to https://www.open-mpi.org/community/help/\n";
+	struct mr_strvec args = MR_STRVEC_INIT;
+	const char *m;
+
+	(void)state;
+	m = mr_launch_mpi_root_refusal(true, ompi, &args, NULL, NULL);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "--mpi-arg --allow-run-as-root"));
+	assert_non_null(strstr(m, "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"));
+	assert_null(strchr(m, '\n'));
+	assert_null(mr_launch_mpi_root_refusal(false, ompi, &args, NULL, NULL));
+	assert_null(mr_launch_mpi_root_refusal(true, "HYDRA build details: (MPICH)", &args, NULL, NULL));
+	assert_null(mr_launch_mpi_root_refusal(true, ompi, &args, "1", "1"));
+	assert_non_null(mr_launch_mpi_root_refusal(true, ompi, &args, "1", NULL));
+	assert_int_equal(mr_strvec_push(&args, "--oversubscribe --allow-run-as-root"), 0);
+	assert_null(mr_launch_mpi_root_refusal(true, ompi, &args, NULL, NULL));
+	mr_strvec_release(&args);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pick_launcher),
 		cmocka_unit_test(test_slurm_hosts_and_srun_argv),
 		cmocka_unit_test(test_extern_env_and_mpirun_argv),
+		cmocka_unit_test(test_mpi_root_refusal),
 		cmocka_unit_test(test_mpi_yield),
 		cmocka_unit_test(test_mpi_ssh_arg),
 	};

@@ -61,6 +61,21 @@ EOF
 chmod +x "$D/bin/srun"
 
 case "$CASE" in
+mpi_root)
+	# as root, Open MPI's 15-line refusal becomes one line saying how to allow it
+	need_mpirun
+	[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 77; }
+	mpirun --version 2>/dev/null | grep -q "(Open MPI)" || { echo "SKIP: mpirun is not Open MPI"; exit 77; }
+	env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$MESHRUN" --backend mpi -n 2 -- true \
+		>"$D/out" 2>"$D/err"; rc=$?
+	[ $rc = 2 ] && [ "$(wc -l <"$D/err")" = 1 ] && grep -q -- "--mpi-arg --allow-run-as-root" "$D/err" ||
+		fail "mpi as root: $rc $(cat "$D/err")"
+	env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$MESHRUN" --backend mpi -n 2 \
+		--mpi-arg "$MPIARG" -- echo ran >"$D/out" 2>"$D/err" || fail "--allow-run-as-root: $? $(cat "$D/err")"
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MESHRUN" --backend mpi -n 2 -- echo ran \
+		>"$D/out" 2>"$D/err" || fail "OMPI_ALLOW_RUN_AS_ROOT*: $? $(cat "$D/err")"
+	[ "$(grep -c ran "$D/out")" = 2 ] || fail "ranks did not run: $(cat "$D/out")"
+	;;
 mpirun_ring)
 	# the ring backend with ranks numbered by mpirun (OMPI_COMM_WORLD_RANK, no MLX_RANK)
 	need_mpirun
