@@ -485,10 +485,108 @@ static void run_finish(struct mr_hal *hal, struct lrun *r)
 	decode_status(r->c.wstatus, &cmd->status, &cmd->signal);
 }
 
+/* Start commands from runs[*next] while the parallelism allows. */
+static void run_start_more(struct mr_hal *hal, struct lrun *runs, size_t n, size_t *next,
+			   size_t *nrunning)
+{
+	struct local_hal *lh = to_local_hal(hal);
+
+	while (*next < n && *nrunning < (size_t)hal->opts.max_parallel) {
+		struct lrun *r = &runs[(*next)++];
+		struct mr_hal_cmd *cmd = r->cmd;
+
+		if (cmd->hal_rc < 0)
+			continue;
+		r->start = mr_now_ms();
+		r->deadline = r->start + mr_hal_cmd_timeout_ms(hal, cmd);
+		cmd->hal_rc = start_child(lh, cmd->host, cmd->argv, NULL, NULL,
+					  cmd->stdin_len > 0, &r->c, &cmd->err);
+		if (cmd->hal_rc < 0) {
+			cmd->elapsed_ms = mr_now_ms() - r->start;
+			mr_hal_cmd_done(hal, cmd);
+			continue;
+		}
+		r->running = true;
+		(*nrunning)++;
+	}
+}
+
+/* Put every running command's fds into ps; returns the next timer (or -1). */
+static int64_t run_pollfds(struct lrun *runs, size_t next, struct mr_pollset *ps)
+{
+	int64_t wake = -1;
+
+	mr_pollset_reset(ps);
+	for (size_t i = 0; i < next; i++) {
+		struct lrun *r = &runs[i];
+		int64_t t;
+
+		r->i_in = r->i_out = r->i_err = r->i_pid = -1;
+		if (!r->running)
+			continue;
+		if (r->c.in_fd >= 0)
+			r->i_in = mr_pollset_add(ps, r->c.in_fd, POLLOUT);
+		if (r->c.out_fd >= 0)
+			r->i_out = mr_pollset_add(ps, r->c.out_fd, POLLIN);
+		if (r->c.err_fd >= 0)
+			r->i_err = mr_pollset_add(ps, r->c.err_fd, POLLIN);
+		if (r->c.pidfd >= 0)
+			r->i_pid = mr_pollset_add(ps, r->c.pidfd, POLLIN);
+		/* next timer: the deadline, then the KILL after the grace;
+		 * afterwards only the exit (pidfd, or the tick) */
+		t = !r->timed_out ? r->deadline : !r->kill_sent ? r->kill_at : -1;
+		if (r->c.pidfd < 0) {
+			int64_t tick = mr_now_ms() + LOCAL_TICK_MS;
+			t = (t < 0 || tick < t) ? tick : t;
+		}
+		if (t >= 0 && (wake < 0 || t < wake))
+			wake = t;
+	}
+	return wake;
+}
+
+/* One running command after poll: stdin, output, timers, exit. True when it ended. */
+static bool run_service(struct mr_hal *hal, struct lrun *r, const struct mr_pollset *ps,
+			int64_t now, char *buf, size_t bufsz)
+{
+	struct mr_hal_cmd *cmd = r->cmd;
+
+	if (r->i_in >= 0 && ps->fds[r->i_in].revents) {
+		const char *d = cmd->stdin_data;
+
+		r->in_off += write_chunk(&r->c.in_fd, d + r->in_off, cmd->stdin_len - r->in_off);
+		if (r->in_off >= cmd->stdin_len)
+			mr_close(&r->c.in_fd);
+	}
+	if (r->i_out >= 0 && ps->fds[r->i_out].revents) {
+		ssize_t got = read_chunk(&r->c.out_fd, buf, bufsz);
+		if (got > 0)
+			(void)mr_hal_append_capped(&cmd->out, buf, (size_t)got);
+	}
+	if (r->i_err >= 0 && ps->fds[r->i_err].revents) {
+		ssize_t got = read_chunk(&r->c.err_fd, buf, bufsz);
+		if (got > 0)
+			(void)mr_hal_append_capped(&cmd->errout, buf, (size_t)got);
+	}
+	if (!r->timed_out && now >= r->deadline) {
+		r->timed_out = true;
+		r->kill_at = now + MR_HAL_KILL_GRACE_MS;
+		group_kill(r->c.pid, SIGTERM);
+		group_kill(r->c.pid, SIGCONT);
+	} else if (r->timed_out && !r->kill_sent && now >= r->kill_at) {
+		r->kill_sent = true;
+		group_kill(r->c.pid, SIGKILL);
+	}
+	if (!lchild_check_exit(&r->c))
+		return false;
+	run_finish(hal, r);
+	mr_hal_cmd_done(hal, cmd);
+	return true;
+}
+
 static int local_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 		     struct meshrun_err *err)
 {
-	struct local_hal *lh = to_local_hal(hal);
 	struct mr_pollset ps = MR_POLLSET_INIT;
 	struct lrun *runs = calloc(n, sizeof(*runs));
 	size_t next = 0, nrunning = 0;
@@ -503,104 +601,20 @@ static int local_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 	}
 
 	for (;;) {
-		int64_t now, wake = -1;
-		int timeout;
+		int64_t now, wake;
 
-		/* start what the parallelism allows */
-		while (next < n && nrunning < (size_t)hal->opts.max_parallel) {
-			struct lrun *r = &runs[next++];
-			struct mr_hal_cmd *cmd = r->cmd;
-
-			if (cmd->hal_rc < 0)
-				continue;
-			r->start = mr_now_ms();
-			r->deadline = r->start + mr_hal_cmd_timeout_ms(hal, cmd);
-			cmd->hal_rc = start_child(lh, cmd->host, cmd->argv, NULL, NULL,
-						  cmd->stdin_len > 0, &r->c, &cmd->err);
-			if (cmd->hal_rc < 0) {
-				cmd->elapsed_ms = mr_now_ms() - r->start;
-				mr_hal_cmd_done(hal, cmd);
-				continue;
-			}
-			r->running = true;
-			nrunning++;
-		}
+		run_start_more(hal, runs, n, &next, &nrunning);
 		if (nrunning == 0 && next == n)
 			break;
-
-		mr_pollset_reset(&ps);
-		for (size_t i = 0; i < next; i++) {
-			struct lrun *r = &runs[i];
-
-			r->i_in = r->i_out = r->i_err = r->i_pid = -1;
-			if (!r->running)
-				continue;
-			if (r->c.in_fd >= 0)
-				r->i_in = mr_pollset_add(&ps, r->c.in_fd, POLLOUT);
-			if (r->c.out_fd >= 0)
-				r->i_out = mr_pollset_add(&ps, r->c.out_fd, POLLIN);
-			if (r->c.err_fd >= 0)
-				r->i_err = mr_pollset_add(&ps, r->c.err_fd, POLLIN);
-			if (r->c.pidfd >= 0)
-				r->i_pid = mr_pollset_add(&ps, r->c.pidfd, POLLIN);
-			{
-				/* next timer: the deadline, then the KILL after the grace;
-				 * afterwards only the exit (pidfd, or the tick) */
-				int64_t t = !r->timed_out ? r->deadline : !r->kill_sent ? r->kill_at : -1;
-
-				if (r->c.pidfd < 0) {
-					int64_t tick = mr_now_ms() + LOCAL_TICK_MS;
-					t = (t < 0 || tick < t) ? tick : t;
-				}
-				if (t >= 0 && (wake < 0 || t < wake))
-					wake = t;
-			}
-		}
-		timeout = mr_ms_left(wake);
-		if (poll(ps.fds, ps.nr, timeout) < 0 && errno != EINTR) {
+		wake = run_pollfds(runs, next, &ps);
+		if (poll(ps.fds, ps.nr, mr_ms_left(wake)) < 0 && errno != EINTR) {
 			rc = mr_err_sys(err, "poll over %zu local commands", nrunning);
 			break;
 		}
-
 		now = mr_now_ms();
-		for (size_t i = 0; i < next; i++) {
-			struct lrun *r = &runs[i];
-			struct mr_hal_cmd *cmd = r->cmd;
-
-			if (!r->running)
-				continue;
-			if (r->i_in >= 0 && ps.fds[r->i_in].revents) {
-				const char *d = cmd->stdin_data;
-
-				r->in_off += write_chunk(&r->c.in_fd, d + r->in_off, cmd->stdin_len - r->in_off);
-				if (r->in_off >= cmd->stdin_len)
-					mr_close(&r->c.in_fd);
-			}
-			if (r->i_out >= 0 && ps.fds[r->i_out].revents) {
-				ssize_t got = read_chunk(&r->c.out_fd, buf, sizeof(buf));
-				if (got > 0)
-					(void)mr_hal_append_capped(&cmd->out, buf, (size_t)got);
-			}
-			if (r->i_err >= 0 && ps.fds[r->i_err].revents) {
-				ssize_t got = read_chunk(&r->c.err_fd, buf, sizeof(buf));
-				if (got > 0)
-					(void)mr_hal_append_capped(&cmd->errout, buf, (size_t)got);
-			}
-			if (!r->timed_out && now >= r->deadline) {
-				r->timed_out = true;
-				r->kill_at = now + MR_HAL_KILL_GRACE_MS;
-				group_kill(r->c.pid, SIGTERM);
-				group_kill(r->c.pid, SIGCONT);
-			} else if (r->timed_out && !r->kill_sent && now >= r->kill_at) {
-				r->kill_sent = true;
-				group_kill(r->c.pid, SIGKILL);
-			}
-			if (lchild_check_exit(&r->c)) {
-				run_finish(hal, r);
+		for (size_t i = 0; i < next; i++)
+			if (runs[i].running && run_service(hal, &runs[i], &ps, now, buf, sizeof(buf)))
 				nrunning--;
-				mr_hal_cmd_done(hal, cmd);
-			}
-		}
 	}
 
 	if (rc < 0) {
