@@ -139,11 +139,14 @@ static void say_verdict(struct cfg_run *c, const struct mr_topo_cluster *tc,
 	mr_buf_printf(&b, ": backend %s", mr_topo_backend_name(ch->backend));
 	cfg_say(c, "%s", mr_buf_cstr(&b));
 	mr_buf_release(&b);
-	/* as MLX's check_rdma(strict=False): missing RDMA is a warning; the other
-	 * notes (why not a mesh, ...) only explain the choice */
+	/* as MLX's check_rdma(strict=False): missing RDMA is a warning; why it is not
+	 * a mesh (the missing cables) is said always, as MLX prints it; the other
+	 * notes only explain the choice */
 	for (size_t k = 0; k < ch->notes.nr; k++) {
 		if (strstr(ch->notes.v[k], "RDMA") || strstr(ch->notes.v[k], "Thunderbolt 4"))
 			cfg_warn(c, "%s", ch->notes.v[k]);
+		else if (!strncmp(ch->notes.v[k], "not a full mesh", 15))
+			cfg_say(c, "%s", ch->notes.v[k]);
 		else
 			cfg_info(c, "%s", ch->notes.v[k]);
 	}

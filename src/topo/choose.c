@@ -90,6 +90,34 @@ static int rdma_blockers(const struct mr_topo_cluster *c, struct mr_topo_choice 
 	return 0;
 }
 
+/* "not a full mesh: m1 is not cabled to m3; m2 to m4" (every uncabled pair,
+ * the first 8 named), so the user knows which cables to add. */
+static int not_mesh_note(const struct mr_topo_cluster *c, size_t ma, size_t mb,
+			 struct mr_strvec *notes)
+{
+	struct mr_buf b = MR_BUF_INIT;
+	size_t more = 0, named = 1;
+	int rc;
+
+	mr_buf_printf(&b, "not a full mesh: %s is not cabled to %s", c->hosts[ma].name, c->hosts[mb].name);
+	for (size_t i = 0; i < c->nhosts; i++)
+		for (size_t j = i + 1; j < c->nhosts; j++) {
+			if (mr_topo_conn(c, i, j) || (i == MR_MIN(ma, mb) && j == MR_MAX(ma, mb)))
+				continue;
+			if (named < 8) {
+				mr_buf_printf(&b, "; %s to %s", c->hosts[i].name, c->hosts[j].name);
+				named++;
+			} else {
+				more++;
+			}
+		}
+	if (more)
+		mr_buf_printf(&b, " (and %zu more pair%s)", more, more == 1 ? "" : "s");
+	rc = b.p ? mr_strvec_push(notes, mr_buf_cstr(&b)) : -1;
+	mr_buf_release(&b);
+	return rc;
+}
+
 int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 		   struct mr_topo_choice *out, struct meshrun_err *err)
 {
@@ -116,9 +144,7 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 	ch.rdma = !ch.tb4.nr && !ch.no_rdma.nr;
 	if (rdma_reason(&rdma_why, &ch) < 0)
 		goto out_nomem;
-	if (!ch.mesh &&
-	    mr_strvec_pushf(&ch.notes, "not a full mesh: %s is not cabled to %s",
-			    c->hosts[ma].name, c->hosts[mb].name) < 0)
+	if (!ch.mesh && not_mesh_note(c, ma, mb, &ch.notes) < 0)
 		goto out_nomem;
 	if (!ch.has_ring && mr_strvec_push(&ch.notes, ring_err.msg) < 0)
 		goto out_nomem;

@@ -623,6 +623,23 @@ static void test_output_checked_first(void **state)
 	result_release(&r);
 }
 
+/* Not a full mesh: said without --verbose, with every missing cable (issue 15). */
+static void test_not_a_mesh_said(void **state)
+{
+	struct result r;
+
+	(void)state;
+	run_with(FIXTURES "/ring4", NULL, NULL, 0, &r);
+	assert_int_equal(r.rc, 0);
+	assert_contains(r.err, "not a full mesh: a1 is not cabled to a3; a2 to a4\n");
+	assert_null(strstr(r.out, "not a full mesh")); /* stdout stays the hostfile */
+	result_release(&r);
+	run_with(FIXTURES "/ring8", NULL, NULL, 0, &r);
+	assert_contains(r.err, "not a full mesh: ");
+	assert_contains(r.err, "more pairs)");
+	result_release(&r);
+}
+
 static void test_help_lists_every_flag(void **state)
 {
 	static const char *const flags[] = {
@@ -696,6 +713,7 @@ int main(void)
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_option_prefix_and_output),
 		cmocka_unit_test(test_output_checked_first),
+		cmocka_unit_test(test_not_a_mesh_said),
 		cmocka_unit_test(test_help_lists_every_flag),
 		cmocka_unit_test(test_setup_lines_refuse_hostile_words),
 	};
