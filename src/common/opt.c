@@ -170,7 +170,8 @@ static int parse_long(const struct mr_opt *opts, int argc, char **argv, int *i, 
 	}
 	if (eq)
 		return opt_apply(o, eq + 1, ctx, err);
-	if (*i + 1 >= argc)
+	/* "--cwd -- prog": "--" ends the options, it is no value (as argparse) */
+	if (*i + 1 >= argc || !strcmp(argv[*i + 1], "--"))
 		return mr_err_set(err, MESHRUN_E_USAGE, "option '%s' requires a value (%s)", name,
 				  o->argh);
 	return opt_apply(o, argv[++*i], ctx, err);
@@ -193,7 +194,7 @@ static int parse_short(const struct mr_opt *opts, int argc, char **argv, int *i,
 		}
 		if (p[1])
 			return opt_apply(o, p + 1, ctx, err);
-		if (*i + 1 >= argc)
+		if (*i + 1 >= argc || !strcmp(argv[*i + 1], "--"))
 			return mr_err_set(err, MESHRUN_E_USAGE, "option '-%c' requires a value (%s)",
 					  *p, o->argh);
 		return opt_apply(o, argv[++*i], ctx, err);

@@ -54,7 +54,8 @@ static int load_hosts(struct cfg_run *c, struct mr_hostfile **out)
 	}
 	free(sim_hosts);
 	if (rc < 0) {
-		cfg_error(c, "%s", e.msg);
+		/* name the flag: "--hostfile: open 'x': ..." (--hosts' errors name it) */
+		cfg_error(c, "%s%s", o->hostfile ? "--hostfile: " : "", e.msg);
 		return MR_CONFIG_EXIT_USAGE;
 	}
 	if ((*out)->nhosts == 0) {

@@ -268,8 +268,10 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		mr_warn("both --hosts and --hostfile given: using the hosts of '%s'", o->hostfile);
 	if (o->hostfile) {
 		if ((rc = mr_hostfile_load(o->hostfile, &plan->hf, err)) < 0) {
-			if (err)
+			if (err) {
+				mr_err_prefix(err, "--hostfile");
 				err->code = MESHRUN_E_USAGE;
+			}
 			return MESHRUN_E_USAGE;
 		}
 		if (o->repeat != 1)
