@@ -5,6 +5,10 @@
 #               and `cmake --install` puts pages and completions in place
 #   flags       every flag of every --help (meshsim: of every subcommand) is in
 #               docs/reference/TOOL.md, and meshrun's/meshconfig's in docs/migration.md
+#   migration   docs/migration.md has a row for every flag and environment
+#               variable of MLX 0.32's launch.py and config.py (listed below) and
+#               for every flag of --help and variable meshrun sets, each marked
+#               same, different or extra; no row names a flag that does not exist
 #   completion  the generated bash completion offers flags and choices
 #   laptop      the blocks of docs/guide-laptop.md marked "# test: laptop" run
 #               as written (and "# test: laptop-root" ones when root, with the
@@ -133,6 +137,62 @@ flags)
 		echo "ok: $t: every --help flag is documented"
 	done
 	echo "$n flags checked"
+	;;
+migration)
+	m=$src/docs/migration.md
+	# MLX 0.32.1: python/mlx/_distributed_utils/launch.py and config.py
+	mlx_launch="--print-python --verbose --hosts --repeat-hosts -n --hostfile --backend --env --mpi-arg
+		--connections-per-ip --starting-port -p --cwd --nccl-port --python -h --help"
+	mlx_config="--verbose --hosts --hostfile --over --output-hostfile --dot --backend --auto-setup
+		--no-auto-setup --env --ignore-unreachable -h --help"
+	mlx_env="MLX_RANK MLX_HOSTFILE MLX_RING_VERBOSE MLX_JACCL_COORDINATOR MLX_IBV_DEVICES MLX_JACCL_RING
+		NCCL_HOST_IP NCCL_PORT MLX_WORLD_SIZE CUDA_VISIBLE_DEVICES NCCL_DEBUG COLUMNS LINES
+		DYLD_LIBRARY_PATH MLX_MPI_LIBNAME"
+	# the rows of the section whose heading starts with $1
+	rows() { awk -v h="$1" 'index($0, "## " h) == 1 { on = 1; next } /^## / { on = 0 }
+		on && /^\| / && !/^\| --- / { print }' "$m" | tail -n +2; }
+	col() { awk -F' \\| ' -v c="$1" '{ print $c }'; }
+	bad=0 n=0
+	check_section() { # HEADING MLX_ITEMS OUR_ITEMS
+		r=$(rows "$1")
+		[ -n "$r" ] || fail "docs/migration.md: no table under '## $1'"
+		while IFS= read -r row; do
+			notes=$(printf '%s\n' "$row" | col 3)
+			case $notes in
+			same*|different*|extra*) ;;
+			*) echo "FAIL: migration.md '## $1': row not marked same/different/extra: $row"; bad=1 ;;
+			esac
+			n=$((n + 1))
+		done <<<"$r"
+		c1=$(printf '%s\n' "$r" | col 1) c2=$(printf '%s\n' "$r" | col 2)
+		for x in $2; do
+			printf '%s\n' "$c1" | grep -qE -- "\`$x\`" ||
+				{ echo "FAIL: migration.md '## $1': MLX's $x has no row"; bad=1; }
+		done
+		for x in $3; do
+			printf '%s\n' "$c2" | grep -qE -- "\`$x\`" ||
+				{ echo "FAIL: migration.md '## $1': our $x has no row"; bad=1; }
+		done
+		# no row names an MLX flag or one of ours that does not exist
+		for x in $(printf '%s\n' "$c1" | grep -oE -- '`-[-a-z]+`' | tr -d '`'); do
+			case " $(echo $2) " in *" $x "*) ;; *) echo "FAIL: migration.md '## $1': $x is not MLX's"; bad=1 ;; esac
+		done
+		for x in $(printf '%s\n' "$c2" | grep -oE -- '`-[-a-z]+`' | tr -d '`'); do
+			case " $(echo $3) " in *" $x "*) ;; *) echo "FAIL: migration.md '## $1': $x is not ours"; bad=1 ;; esac
+		done
+	}
+	flags_of() {
+		"$build/bin/$1" --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z][a-z0-9-]*|^ +-[a-zA-Z],' |
+			grep -oE -- '--[a-z0-9-]+|-[a-zA-Z]' | sort -u
+	}
+	check_section "mlx.launch → meshrun" "$mlx_launch" "$(flags_of meshrun)"
+	check_section "mlx.distributed_config → meshconfig" "$mlx_config" "$(flags_of meshconfig)"
+	set_vars=$("$build/bin/meshrun" --help-env | sed -n '/BEGIN env-set/,/END env-set/p' |
+		grep -oE '^\| [^|]+ \| `[A-Z_]+`' | grep -oE '[A-Z_]+`$' | tr -d '`')
+	[ -n "$set_vars" ] || fail "meshrun --help-env lists no variable it sets"
+	check_section "Environment: mlx.launch → meshrun" "$mlx_env" "$set_vars"
+	[ $bad = 0 ] || exit 1
+	echo "ok: docs/migration.md: $n rows, every MLX 0.32 flag and variable and every one of ours, each marked"
 	;;
 completion)
 	need_generated
