@@ -28,7 +28,7 @@
 #include "sim/proc.h"
 #include "sim/render.h"
 #include "sim/state.h"
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 
 /* Parse sub's options (sim/cmdopts.h) into a; on help print usage and return 0
  * with *done set. */
@@ -1305,7 +1305,7 @@ int mr_sim_cmd_gen(int argc, char **argv)
 	struct mr_strvec rest = MR_STRVEC_INIT;
 	struct mr_sim_args a = MR_SIM_ARGS_INIT;
 	const char *outdir;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	bool done;
 	int code;
 
@@ -1318,7 +1318,7 @@ int mr_sim_cmd_gen(int argc, char **argv)
 		code = MR_SIM_EXIT_USAGE;
 		goto out;
 	}
-	if (mr_topo_gen(rest.v[0], &g, &err) < 0 || mr_topo_gen_write(g, outdir, &err) < 0) {
+	if (mr_fixture_gen(rest.v[0], &g, &err) < 0 || mr_fixture_gen_write(g, outdir, &err) < 0) {
 		mr_error("meshsim gen: %s", err.msg);
 		code = err.code == MESHRUN_E_USAGE || err.code == MESHRUN_E_PARSE ||
 		       err.code == MESHRUN_E_INVAL ? MR_SIM_EXIT_USAGE : MR_SIM_EXIT_FAIL;
@@ -1326,7 +1326,7 @@ int mr_sim_cmd_gen(int argc, char **argv)
 	}
 	printf("meshsim: wrote %zu hosts of '%s' to %s\n", g->nhosts, rest.v[0], outdir);
 out:
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 	mr_strvec_release(&rest);
 	return code;
 }

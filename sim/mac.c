@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/shquote.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
 #define DEF_MODEL "Mac15,14"

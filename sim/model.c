@@ -5,6 +5,7 @@
 #include "common/shquote.h"
 #include "common/xalloc.h"
 #include "sim/plan.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
 struct mr_sim_cluster *mr_sim_cluster_new(void)
@@ -56,7 +57,7 @@ void mr_sim_cluster_free(struct mr_sim_cluster *c)
 	free(c->hosts);
 	free(c->cables);
 	free(c->dir);
-	mr_topo_fixture_free(c->fx);
+	mr_fixture_free(c->fx);
 	free(c);
 }
 
@@ -175,12 +176,12 @@ static int check_peers(const struct mr_topo_cluster *tc, struct meshrun_err *err
 int mr_sim_cluster_load(const char *dir, struct mr_sim_cluster **out, struct mr_strvec *notes,
 			struct meshrun_err *err)
 {
-	struct mr_topo_fixture *fx = NULL;
+	struct mr_fixture *fx = NULL;
 	struct mr_sim_cluster *c = NULL;
 	const struct mr_topo_cluster *tc;
 	int rc;
 
-	rc = mr_topo_fixture_load(dir, &fx, err);
+	rc = mr_fixture_load(dir, &fx, err);
 	if (rc < 0)
 		return rc;
 	tc = fx->cluster;

@@ -22,7 +22,7 @@
 #include "common/strvec.h"
 #include "meshrun/err.h"
 
-struct mr_topo_fixture;
+struct mr_fixture;
 
 struct mr_sim_host {
 	char *name;             /* fixture name: "h1" (ssh alias, namespace suffix) */
@@ -43,7 +43,7 @@ struct mr_sim_cable {
 
 struct mr_sim_cluster {
 	char *dir;                  /* the fixture folder, or NULL */
-	struct mr_topo_fixture *fx; /* owned; NULL when loaded from a state file */
+	struct mr_fixture *fx; /* owned; NULL when loaded from a state file */
 	struct mr_sim_host *hosts;
 	size_t nhosts;
 	struct mr_sim_cable *cables;
@@ -52,7 +52,7 @@ struct mr_sim_cluster {
 
 /*
  * Read a fixture folder (cluster.json + one folder per host, through
- * mr_topo_fixture_load) and check it. Beyond topo's checks, a Thunderbolt peer
+ * mr_fixture_load) and check it. Beyond topo's checks, a Thunderbolt peer
  * whose domain UUID is on no host of the cluster is an error naming the file and
  * the field (meshconfig ignores such peers; a simulator cannot cable them). A
  * cable that only one side reports is left out, with a line in *notes.

@@ -46,7 +46,7 @@
 #include "sim/proc.h"
 #include "sim/render.h"
 #include "sim/state.h"
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 
 #define MAXPAR 8
 #define JOB_TIMEOUT_MS 60000
@@ -611,17 +611,17 @@ static int load_source(struct up *u, const char *src, struct mr_strvec *notes,
 	if (stat(src, &st) == 0 && S_ISDIR(st.st_mode))
 		return mr_sim_cluster_load(src, &u->cl, notes, err);
 	if (mr_sim_is_topology_spec(src)) {
-		struct mr_topo_genset *g = NULL;
+		struct mr_fixture_set *g = NULL;
 		char *dir;
-		int rc = mr_topo_gen(src, &g, err);
+		int rc = mr_fixture_gen(src, &g, err);
 		if (rc < 0)
 			return rc;
 		dir = xasprintf("%s/generated", u->state);
 		u->made = true;
 		rc = mkdir_p(u->state, 0755, err);
 		if (rc == 0)
-			rc = mr_topo_gen_write(g, dir, err);
-		mr_topo_genset_free(g);
+			rc = mr_fixture_gen_write(g, dir, err);
+		mr_fixture_set_free(g);
 		if (rc == 0)
 			rc = mr_sim_cluster_load(dir, &u->cl, notes, err);
 		free(dir);

@@ -7,7 +7,7 @@
 
 #include <time.h>
 
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
 static double now_ms(void)
@@ -21,7 +21,7 @@ static double now_ms(void)
 static int bench(const char *spec)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_topo_cluster *c = NULL;
 	struct mr_topo_choice ch = { 0 };
 	struct mr_topo_plan plan = { 0 };
@@ -29,7 +29,7 @@ static int bench(const char *spec)
 	double t0, t1, t2, t3, t4;
 	int rc = 1;
 
-	if (mr_topo_gen(spec, &g, &err) < 0)
+	if (mr_fixture_gen(spec, &g, &err) < 0)
 		goto out;
 	c = mr_topo_cluster_new();
 	t0 = now_ms();
@@ -61,7 +61,7 @@ out:
 	mr_topo_plan_release(&plan);
 	mr_topo_choice_release(&ch);
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 	return rc;
 }
 

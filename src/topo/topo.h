@@ -1,7 +1,7 @@
 /*
  * topo.h - Thunderbolt topology of a cluster of Macs: pure functions over the
- * text that three macOS commands print, no I/O (except mr_topo_fixture_load(),
- * which reads a fixture folder).
+ * text that three macOS commands print, no I/O (fixture folders are read and
+ * written by src/fixture).
  *
  * Pipeline (what meshconfig runs after collecting each host's output):
  *
@@ -43,7 +43,7 @@
  *   "h1: networksetup: 'Thunderbolt 1': invalid interface name 'en0; rm -rf /'"
  *
  * Ownership: a cluster owns its hosts, ports, cables and notes, and frees them in
- * mr_topo_cluster_free(). Plans, choices, fixtures and generated sets own what
+ * mr_topo_cluster_free(). Plans and choices own what
  * they hold and are released by their own free/release call. Strings passed in
  * are copied. Pointers returned inside a struct are borrowed from it.
  * Nothing here prints or exits.
@@ -353,35 +353,5 @@ int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan 
  * cable ("enA/?" - "reported by h1 only").
  */
 int mr_topo_dot(const struct mr_topo_cluster *c, struct mr_buf *out, struct meshrun_err *err);
-
-/* ------------------------------------------------------------------------- */
-/* Fixtures (fixtures/<cluster>/, see fixtures/README.md)                     */
-
-struct mr_topo_fixture_host {
-	char *name;     /* "h1": also the folder name */
-	char *en0;      /* "en0" in cluster.json: management address, or NULL */
-	bool nosudo;    /* "sudo": false in cluster.json */
-	char *sp_json;  /* file contents, NUL-terminated */
-	size_t sp_len;
-	char *hwports;
-	char *ibv;      /* NULL when the host has no ibv_devices.txt */
-};
-
-struct mr_topo_fixture {
-	char *dir;                          /* the folder as given */
-	cJSON *json;                        /* cluster.json, owned (expectations, extras) */
-	struct mr_topo_fixture_host *hosts; /* in cluster.json order */
-	size_t nhosts;
-	struct mr_topo_cluster *cluster;    /* parsed and finished */
-};
-
-/*
- * Read DIR/cluster.json ({"hosts": [{"name": "h1", ...}, ...], "expect": {...}})
- * and for each host DIR/<name>/system_profiler.json, networksetup.txt and
- * (optional) ibv_devices.txt; build and finish the cluster. Errors name the file
- * and field ("fixtures/x/cluster.json: hosts[1].name: expected a string ...").
- */
-int mr_topo_fixture_load(const char *dir, struct mr_topo_fixture **out, struct meshrun_err *err);
-void mr_topo_fixture_free(struct mr_topo_fixture *f);
 
 #endif

@@ -20,7 +20,7 @@
 #include "sim/plan.h"
 #include "sim/render.h"
 #include "sim/state.h"
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 
 static char tmpdir[64];
 
@@ -428,13 +428,13 @@ static void test_cluster_check(void **state)
 static void test_load_generated(void **state)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_sim_cluster *c = NULL;
 	char *dir = xasprintf("%s/ring6", tmpdir);
 
 	(void)state;
-	assert_int_equal(mr_topo_gen("ring:6,cables=2,nordma=h2", &g, &err), 0);
-	assert_int_equal(mr_topo_gen_write(g, dir, &err), 0);
+	assert_int_equal(mr_fixture_gen("ring:6,cables=2,nordma=h2", &g, &err), 0);
+	assert_int_equal(mr_fixture_gen_write(g, dir, &err), 0);
 	assert_int_equal(mr_sim_cluster_load(dir, &c, NULL, &err), 0);
 	assert_int_equal(c->nhosts, 6);
 	assert_int_equal(c->ncables, 12);
@@ -449,7 +449,7 @@ static void test_load_generated(void **state)
 		assert_true(c->cables[i].a < c->cables[i].b);
 	}
 	mr_sim_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 	free(dir);
 }
 

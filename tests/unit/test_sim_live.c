@@ -15,7 +15,7 @@
 #include "sim/live.h"
 #include "sim/model.h"
 #include "sim/net.h"
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
 static char tmpdir[64];
@@ -34,7 +34,7 @@ static int teardown_tmp(void **state)
 }
 
 /* A generated cluster (through meshsim's own loader); the genset backs its texts. */
-static struct mr_sim_cluster *gen_cluster(const char *spec, struct mr_topo_genset **g)
+static struct mr_sim_cluster *gen_cluster(const char *spec, struct mr_fixture_set **g)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_sim_cluster *c = NULL;
@@ -43,8 +43,8 @@ static struct mr_sim_cluster *gen_cluster(const char *spec, struct mr_topo_gense
 	for (char *p = dir + strlen(tmpdir); *p; p++)
 		if (*p == ':' || *p == ',' || *p == '=')
 			*p = '_';
-	assert_int_equal(mr_topo_gen(spec, g, &err), 0);
-	assert_int_equal(mr_topo_gen_write(*g, dir, &err), 0);
+	assert_int_equal(mr_fixture_gen(spec, g, &err), 0);
+	assert_int_equal(mr_fixture_gen_write(*g, dir, &err), 0);
 	assert_int_equal(mr_sim_cluster_load(dir, &c, NULL, &err), 0);
 	free(dir);
 	return c;
@@ -105,7 +105,7 @@ static size_t cable_between(const struct mr_sim_cluster *c, size_t a, size_t b)
 
 static void test_plugged(void **state)
 {
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_sim_cluster *c = gen_cluster("ring:4", &g);
 	struct mr_strvec faults = MR_STRVEC_INIT;
 	size_t k = cable_between(c, 0, 1);
@@ -129,12 +129,12 @@ static void test_plugged(void **state)
 		assert_true(plugged[i]);
 	mr_strvec_release(&faults);
 	mr_sim_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 static void test_unchanged(void **state)
 {
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_sim_cluster *c = gen_cluster("ring:4", &g);
 	bool changed[4] = { true, true, true, true };
 	struct mr_buf *out = render(c, NULL, changed);
@@ -148,12 +148,12 @@ static void test_unchanged(void **state)
 	}
 	release(out, c->nhosts);
 	mr_sim_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 static void test_unplug(void **state)
 {
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_sim_cluster *c = gen_cluster("ring:4", &g);
 	size_t k = cable_between(c, 0, 1);
 	bool plugged[4] = { true, true, true, true }, changed[4];
@@ -186,12 +186,12 @@ static void test_unplug(void **state)
 	mr_topo_cluster_free(tc);
 	release(out, c->nhosts);
 	mr_sim_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 static void test_recable(void **state)
 {
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_sim_cluster *c = gen_cluster("ring:4", &g);
 	struct mr_strvec ports = MR_STRVEC_INIT;
 	size_t k = cable_between(c, 0, 1);
@@ -232,7 +232,7 @@ static void test_recable(void **state)
 	mr_topo_cluster_free(tc);
 	release(out, c->nhosts);
 	mr_sim_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 /* A recorded fixture: the rest of the file keeps its layout; a moved cable copies

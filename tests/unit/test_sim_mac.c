@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/xalloc.h"
+#include "fixture/fixture.h"
 #include "sim/login.h"
 #include "sim/mac.h"
 #include "sim/model.h"

@@ -13,9 +13,10 @@
 
 #include "common/err.h"
 #include "common/json.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
-static const cJSON *expect_of(const struct mr_topo_fixture *f, const char *key)
+static const cJSON *expect_of(const struct mr_fixture *f, const char *key)
 {
 	return cJSON_GetObjectItemCaseSensitive(mr_json_member(f->json, "expect"), key);
 }
@@ -37,7 +38,7 @@ static void check_strlist(const char *what, const char *fx, const cJSON *want,
 static void check_fixture(const char *dir, const char *fx)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_fixture *f = NULL;
+	struct mr_fixture *f = NULL;
 	struct mr_topo_choice ch;
 	struct mr_topo_plan plan;
 	struct mr_strvec *ips;
@@ -48,7 +49,7 @@ static void check_fixture(const char *dir, const char *fx)
 	size_t i, j;
 	int rc;
 
-	rc = mr_topo_fixture_load(dir, &f, &err);
+	rc = mr_fixture_load(dir, &f, &err);
 	if (rc < 0)
 		fail_msg("%s: %s", fx, err.msg);
 	c = f->cluster;
@@ -89,7 +90,7 @@ static void check_fixture(const char *dir, const char *fx)
 		mr_err_clear(&err);
 		assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_RING, &ch, &err),
 				 MESHRUN_E_NOTFOUND);
-		mr_topo_fixture_free(f);
+		mr_fixture_free(f);
 		return;
 	}
 	if (rc < 0)
@@ -182,7 +183,7 @@ static void check_fixture(const char *dir, const char *fx)
 	free(ips);
 	mr_topo_plan_release(&plan);
 	mr_topo_choice_release(&ch);
-	mr_topo_fixture_free(f);
+	mr_fixture_free(f);
 }
 
 static void test_all_fixtures(void **state)
@@ -215,14 +216,14 @@ static void test_all_fixtures(void **state)
 static void test_fixture_details(void **state)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_fixture *f = NULL;
+	struct mr_fixture *f = NULL;
 	struct mr_topo_choice ch;
 	const struct mr_topo_cluster *c;
 	bool found = false;
 
 	(void)state;
 	/* upstream capture: idle bus 0 and the dock/TB3 enclosure are not ports' peers */
-	assert_int_equal(mr_topo_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/two-mbp-one-cable", &f, &err), 0);
+	assert_int_equal(mr_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/two-mbp-one-cable", &f, &err), 0);
 	c = f->cluster;
 	assert_int_equal(c->ncables, 1);
 	assert_string_equal(c->hosts[0].ports[c->cables[0].port[0]].ifname, "en6");
@@ -232,28 +233,28 @@ static void test_fixture_details(void **state)
 	assert_int_equal(c->hosts[1].rdma_devs.nr, 3);
 	assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_JACCL, &ch, &err), MESHRUN_E_NOTFOUND);
 	assert_non_null(strstr(err.msg, "RDMA is not enabled on mbp1"));
-	mr_topo_fixture_free(f);
+	mr_fixture_free(f);
 
 	/* peer behind a hub: found, noted */
 	mr_err_clear(&err);
-	assert_int_equal(mr_topo_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/hub-peer", &f, &err), 0);
+	assert_int_equal(mr_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/hub-peer", &f, &err), 0);
 	for (size_t i = 0; i < f->cluster->notes.nr; i++)
 		found |= strstr(f->cluster->notes.v[i], "behind a hub") != NULL;
 	assert_true(found);
-	mr_topo_fixture_free(f);
+	mr_fixture_free(f);
 
 	/* one-sided cable flagged by name */
-	assert_int_equal(mr_topo_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/onesided", &f, &err), 0);
+	assert_int_equal(mr_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/onesided", &f, &err), 0);
 	assert_int_equal(f->cluster->nonesided, 1);
 	found = false;
 	for (size_t i = 0; i < f->cluster->notes.nr; i++)
 		found |= strstr(f->cluster->notes.v[i], "cable o1 en3 -> o3 en2 is reported by o1 only") != NULL;
 	if (!found)
 		fail_msg("no one-sided note: %s", f->cluster->notes.nr ? f->cluster->notes.v[0] : "(none)");
-	mr_topo_fixture_free(f);
+	mr_fixture_free(f);
 
 	/* Thunderbolt 4: told that RDMA is impossible, not to enable it */
-	assert_int_equal(mr_topo_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/tb4-ring3", &f, &err), 0);
+	assert_int_equal(mr_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/tb4-ring3", &f, &err), 0);
 	assert_int_equal(mr_topo_choose(f->cluster, MR_TOPO_BACKEND_AUTO, &ch, &err), 0);
 	assert_int_equal(ch.backend, MR_TOPO_BACKEND_RING);
 	mr_topo_choice_release(&ch);
@@ -262,14 +263,14 @@ static void test_fixture_details(void **state)
 	assert_non_null(strstr(err.msg, "Thunderbolt 4"));
 	assert_non_null(strstr(err.msg, "use ring"));
 	assert_null(strstr(err.msg, "not enabled"));
-	mr_topo_fixture_free(f);
+	mr_fixture_free(f);
 
 	/* dock and monitor: only the two Mac cables of d1 */
 	mr_err_clear(&err);
-	assert_int_equal(mr_topo_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/dock-monitor", &f, &err), 0);
+	assert_int_equal(mr_fixture_load(MESHRUN_SOURCE_DIR "/fixtures/dock-monitor", &f, &err), 0);
 	assert_int_equal(f->cluster->ncables, 3);
 	assert_int_equal(f->cluster->notes.nr, 0);
-	mr_topo_fixture_free(f);
+	mr_fixture_free(f);
 }
 
 int main(void)

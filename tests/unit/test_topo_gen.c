@@ -12,17 +12,17 @@
 
 #include "common/err.h"
 #include "common/json.h"
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
-static struct mr_topo_cluster *cluster_of(const struct mr_topo_genset *g)
+static struct mr_topo_cluster *cluster_of(const struct mr_fixture_set *g)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_topo_cluster *c = mr_topo_cluster_new();
 
 	assert_non_null(c);
 	for (size_t i = 0; i < g->nhosts; i++) {
-		const struct mr_topo_gen_host *h = &g->hosts[i];
+		const struct mr_fixture_host *h = &g->hosts[i];
 
 		if (mr_topo_cluster_add_host(c, h->name, h->sp_json, strlen(h->sp_json), h->hwports,
 					     h->ibv, &err) < 0)
@@ -36,7 +36,7 @@ static struct mr_topo_cluster *cluster_of(const struct mr_topo_genset *g)
 static void check_spec(const char *spec)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_topo_cluster *c;
 	struct mr_topo_choice ch;
 	struct mr_topo_plan plan;
@@ -46,7 +46,7 @@ static void check_spec(const char *spec)
 	size_t i, j;
 	int rc;
 
-	if (mr_topo_gen(spec, &g, &err) < 0)
+	if (mr_fixture_gen(spec, &g, &err) < 0)
 		fail_msg("%s: %s", spec, err.msg);
 	assert_int_equal(mr_json_parse(g->cluster_json, strlen(g->cluster_json), spec, &cj, &err), 0);
 	exp = mr_json_member(cj, "expect");
@@ -136,7 +136,7 @@ static void check_spec(const char *spec)
 out_gen:
 	cJSON_Delete(cj);
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 static void test_generated(void **state)
@@ -158,23 +158,23 @@ static void test_generated(void **state)
 static void test_generated_expectations(void **state)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_topo_cluster *c;
 	struct mr_topo_choice ch;
 
 	(void)state;
 	/* mesh:4 minus h1-h3 still has the ring h1-h2-h3-h4 */
-	assert_int_equal(mr_topo_gen("mesh:4,missing=h1-h3", &g, &err), 0);
+	assert_int_equal(mr_fixture_gen("mesh:4,missing=h1-h3", &g, &err), 0);
 	c = cluster_of(g);
 	assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_AUTO, &ch, &err), 0);
 	assert_false(ch.mesh);
 	assert_int_equal(ch.backend, MR_TOPO_BACKEND_JACCL_RING);
 	mr_topo_choice_release(&ch);
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 
 	/* ring with a host without RDMA -> plain ring, the host named */
-	assert_int_equal(mr_topo_gen("ring:4,nordma=h2", &g, &err), 0);
+	assert_int_equal(mr_fixture_gen("ring:4,nordma=h2", &g, &err), 0);
 	c = cluster_of(g);
 	assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_AUTO, &ch, &err), 0);
 	assert_int_equal(ch.backend, MR_TOPO_BACKEND_RING);
@@ -182,16 +182,16 @@ static void test_generated_expectations(void **state)
 	assert_string_equal(ch.no_rdma.v[0], "h2");
 	mr_topo_choice_release(&ch);
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 
 	/* a ring missing one of its cables: two dead ends, named */
-	assert_int_equal(mr_topo_gen("ring:6,missing=h3-h4", &g, &err), 0);
+	assert_int_equal(mr_fixture_gen("ring:6,missing=h3-h4", &g, &err), 0);
 	c = cluster_of(g);
 	assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_AUTO, &ch, &err), MESHRUN_E_NOTFOUND);
 	assert_non_null(strstr(err.msg, "fewer than 2 cabled neighbours: h3, h4"));
 	assert_non_null(strstr(err.msg, "--dot"));
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 static void test_gen_bad_specs(void **state)
@@ -205,9 +205,9 @@ static void test_gen_bad_specs(void **state)
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		struct meshrun_err err = MESHRUN_ERR_INIT;
-		struct mr_topo_genset *g = NULL;
+		struct mr_fixture_set *g = NULL;
 
-		if (mr_topo_gen(bad[i], &g, &err) == 0)
+		if (mr_fixture_gen(bad[i], &g, &err) == 0)
 			fail_msg("spec '%s' accepted", bad[i]);
 		assert_null(g);
 		assert_non_null(strstr(err.msg, "topology '"));
@@ -218,17 +218,17 @@ static void test_gen_bad_specs(void **state)
 static void test_gen_write_load(void **state)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_genset *g = NULL;
-	struct mr_topo_fixture *f = NULL;
+	struct mr_fixture_set *g = NULL;
+	struct mr_fixture *f = NULL;
 	char dir[] = "/tmp/test_topo_gen_XXXXXX", sub[256], cmd[300];
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(sub, sizeof(sub), "%s/ring8", dir);
-	assert_int_equal(mr_topo_gen("ring:8,cables=2,nordma=h3", &g, &err), 0);
-	if (mr_topo_gen_write(g, sub, &err) < 0)
+	assert_int_equal(mr_fixture_gen("ring:8,cables=2,nordma=h3", &g, &err), 0);
+	if (mr_fixture_gen_write(g, sub, &err) < 0)
 		fail_msg("%s", err.msg);
-	if (mr_topo_fixture_load(sub, &f, &err) < 0)
+	if (mr_fixture_load(sub, &f, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_int_equal(f->nhosts, 8);
 	assert_string_equal(f->hosts[2].name, "h3");
@@ -236,8 +236,8 @@ static void test_gen_write_load(void **state)
 	assert_int_equal(f->cluster->ncables, 16);
 	assert_int_equal(f->cluster->hosts[2].rdma_devs.nr, 0);
 	assert_int_equal(f->cluster->hosts[3].rdma_devs.nr, 5);
-	mr_topo_fixture_free(f);
-	mr_topo_genset_free(g);
+	mr_fixture_free(f);
+	mr_fixture_set_free(g);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
 }

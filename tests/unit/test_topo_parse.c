@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "common/err.h"
-#include "topo/gen.h"
+#include "fixture/fixture.h"
 #include "topo/topo.h"
 
 static const char HW[] =
@@ -164,7 +164,7 @@ static void test_routes(void **state)
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_topo_routes r = { NULL, 0 };
 	struct mr_topo_routes *all;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_topo_cluster *c = mr_topo_cluster_new();
 	struct mr_topo_plan plan;
 
@@ -184,7 +184,7 @@ static void test_routes(void **state)
 
 	/* plan for mesh:4 with those routes on h2: 192.168.0.0/24 and
 	 * 192.168.1.4/30 are taken; the host route on en2 (a cable of h2) is ours */
-	assert_int_equal(mr_topo_gen("mesh:4", &g, &err), 0);
+	assert_int_equal(mr_fixture_gen("mesh:4", &g, &err), 0);
 	for (size_t i = 0; i < g->nhosts; i++)
 		assert_int_equal(mr_topo_cluster_add_host(c, g->hosts[i].name, g->hosts[i].sp_json,
 							  strlen(g->hosts[i].sp_json),
@@ -214,7 +214,7 @@ static void test_routes(void **state)
 	mr_topo_routes_release(&all[1]);
 	free(all);
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 
 	/* hostile netstat interface */
 	assert_int_equal(mr_topo_parse_routes("h9", "10/8 link#1 UCS en0;reboot\n", &r, &err),
@@ -338,12 +338,12 @@ static void test_ring_search_scrambled(void **state)
 static void test_dot(void **state)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_topo_genset *g = NULL;
+	struct mr_fixture_set *g = NULL;
 	struct mr_topo_cluster *c = mr_topo_cluster_new();
 	struct mr_buf b = MR_BUF_INIT;
 
 	(void)state;
-	assert_int_equal(mr_topo_gen("ring:3,speed=40", &g, &err), 0);
+	assert_int_equal(mr_fixture_gen("ring:3,speed=40", &g, &err), 0);
 	for (size_t i = 0; i < g->nhosts; i++)
 		assert_int_equal(mr_topo_cluster_add_host(c, g->hosts[i].name, g->hosts[i].sp_json,
 							  strlen(g->hosts[i].sp_json),
@@ -355,7 +355,7 @@ static void test_dot(void **state)
 	assert_non_null(strstr(mr_buf_cstr(&b), "n1 -- n2 [label=\"en3/en3"));
 	mr_buf_release(&b);
 	mr_topo_cluster_free(c);
-	mr_topo_genset_free(g);
+	mr_fixture_set_free(g);
 }
 
 int main(void)
