@@ -166,8 +166,9 @@ int mr_sim_cmd_status(int argc, char **argv)
 	}
 	state = mr_sim_state_dir(name);
 	mr_sim_faults_load(state, &faults, NULL);
-	printf("cluster %s: %zu hosts, %zu cables, management 10.230.%u.0/24 (bridge %s-br)\n",
-	       st->name, st->cluster->nhosts, st->cluster->ncables, st->subnet, st->name);
+	printf("cluster %s: %zu hosts, %zu cables, management 10.230.%u.0/%u (bridge %s-br)\n",
+	       st->name, st->cluster->nhosts, st->cluster->ncables, st->subnet,
+	       mr_sim_prefix_len(st->cluster->nhosts), st->name);
 	printf("source: %s\nstate: %s\nssh: ssh -F %s/ssh_config HOST\n", st->fixture, state, state);
 	printf("soft-RoCE: %s%s\n", st->rxe ? "rdma_<if> devices on the cables of RDMA hosts"
 					     : st->rxe_note ? st->rxe_note : "no",

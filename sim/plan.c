@@ -48,7 +48,13 @@ unsigned mr_sim_subnet_next(unsigned k)
 
 void mr_sim_host_addr(unsigned k, size_t index, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "%d.%d.%u.%zu", MR_SIM_NET_A, MR_SIM_NET_B, k, index + 1);
+	snprintf(out, outlen, "%d.%d.%zu.%zu", MR_SIM_NET_A, MR_SIM_NET_B,
+		 k + index / MR_SIM_SUBNET_HOSTS, index % MR_SIM_SUBNET_HOSTS + 1);
+}
+
+unsigned mr_sim_prefix_len(size_t nhosts)
+{
+	return nhosts > MR_SIM_SUBNET_HOSTS ? 23 : 24;
 }
 
 void mr_sim_bridge_addr(unsigned k, char *out, size_t outlen)

@@ -13,7 +13,9 @@
  * Addresses: the management subnet is 10.230.K.0/24 with K in 1..250 taken from
  * a hash of NAME (mr_sim_subnet_hint); `up` moves to the next K when that /24 is
  * already used on this machine. Host i (0-based) is 10.230.K.(i+1), the bridge
- * in the root namespace 10.230.K.254, so a cluster has at most MR_SIM_MAX_HOSTS.
+ * in the root namespace 10.230.K.254. A cluster of more than MR_SIM_SUBNET_HOSTS
+ * (250) hosts takes two /24s as one /23, 10.230.K.0/23 with K even: host i is then
+ * 10.230.(K + i / 250).(i % 250 + 1), so at most MR_SIM_MAX_HOSTS (500).
  */
 #ifndef MR_SIM_PLAN_H
 #define MR_SIM_PLAN_H
@@ -22,7 +24,8 @@
 #include "meshrun/err.h"
 
 #define MR_SIM_NAME_MAX 9
-#define MR_SIM_MAX_HOSTS 250
+#define MR_SIM_SUBNET_HOSTS 250
+#define MR_SIM_MAX_HOSTS (2 * MR_SIM_SUBNET_HOSTS)
 #define MR_SIM_DEFAULT_NAME "meshsim"
 #define MR_SIM_STATE_BASE "/run/meshsim"
 #define MR_SIM_NET_A 10
@@ -37,7 +40,9 @@ unsigned mr_sim_subnet_hint(const char *name);
 /* The next K to try after k (wraps 250 -> 1). */
 unsigned mr_sim_subnet_next(unsigned k);
 
-/* "10.230.K.(index+1)" into out (at least 16 bytes). */
+/* The management prefix length for a cluster of nhosts: 24, or 23 above 250. */
+unsigned mr_sim_prefix_len(size_t nhosts);
+/* "10.230.(K + index / 250).(index % 250 + 1)" into out (at least 16 bytes). */
 void mr_sim_host_addr(unsigned k, size_t index, char *out, size_t outlen);
 /* "10.230.K.254". */
 void mr_sim_bridge_addr(unsigned k, char *out, size_t outlen);

@@ -44,7 +44,7 @@
 
 struct mr_sim_state {
 	char *name;                     /* cluster name */
-	unsigned subnet;                /* K of 10.230.K.0/24 */
+	unsigned subnet;                /* K of 10.230.K.0/24 (/23 above 250 hosts: plan.h) */
 	char *fixture;                  /* fixture folder or topology spec it came from */
 	bool rxe;                       /* soft-RoCE devices were made */
 	char *rxe_note;                 /* why not, or NULL */

@@ -93,24 +93,38 @@ static bool subnet_used_by_cluster(unsigned k, const char *self)
 		if (e->d_name[0] == '.' || !strcmp(e->d_name, self) ||
 		    mr_sim_check_name(e->d_name, NULL) < 0)
 			continue;
+		/* a cluster of more than 250 hosts holds K and K+1 (a /23) */
 		if (mr_sim_state_load(e->d_name, &st, NULL) == 0)
-			used = st->subnet == k;
+			used = st->subnet == k ||
+			       (st->cluster && st->cluster->nhosts > MR_SIM_SUBNET_HOSTS &&
+				st->subnet + 1 == k);
 		mr_sim_state_free(st);
 	}
 	closedir(d);
 	return used;
 }
 
-static int pick_subnet(const char *name, unsigned *out, struct meshrun_err *err)
+static bool subnet_free(unsigned k, const char *self)
 {
+	return !subnet_used_locally(k) && !subnet_used_by_cluster(k, self);
+}
+
+/* A /24, or for more than 250 hosts a /23: K even, K and K+1 both free. */
+static int pick_subnet(const char *name, size_t nhosts, unsigned *out, struct meshrun_err *err)
+{
+	bool wide = mr_sim_prefix_len(nhosts) == 23;
 	unsigned k = mr_sim_subnet_hint(name);
 
-	for (int i = 0; i < 250; i++, k = mr_sim_subnet_next(k))
-		if (!subnet_used_locally(k) && !subnet_used_by_cluster(k, name)) {
+	for (int i = 0; i < 250; i++, k = mr_sim_subnet_next(k)) {
+		if (wide && (k % 2 || k + 1 > 250 || !subnet_free(k + 1, name)))
+			continue;
+		if (subnet_free(k, name)) {
 			*out = k;
 			return 0;
 		}
-	return mr_err_set(err, MESHRUN_E_NOTFOUND, "no free subnet 10.230.K.0/24 left");
+	}
+	return mr_err_set(err, MESHRUN_E_NOTFOUND, "no free subnet 10.230.K.0/%u left",
+			  mr_sim_prefix_len(nhosts));
 }
 
 static int mkdir_p(const char *path, unsigned mode, struct meshrun_err *err)
@@ -222,8 +236,9 @@ static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
 	/* the namespace's own batch: loopback, en0, bridge0 over the cables */
 	mr_buf_reset(&b);
 	if (rc == 0) {
-		mr_buf_printf(&b, "link set lo up\naddr add %s/24 dev en0\nlink set en0 up\n"
-			      "link add bridge0 type bridge stp_state 1\n", u->addr[i]);
+		mr_buf_printf(&b, "link set lo up\naddr add %s/%u dev en0\nlink set en0 up\n"
+			      "link add bridge0 type bridge stp_state 1\n", u->addr[i],
+			      mr_sim_prefix_len(u->cl->nhosts));
 		for (size_t c = 0; c < u->cl->ncables; c++) {
 			const struct mr_sim_cable *k = &u->cl->cables[c];
 			const char *ifn = k->a == i ? k->a_if : k->b == i ? k->b_if : NULL;
@@ -274,8 +289,8 @@ static int write_cluster_files(struct up *u, struct meshrun_err *err)
 		char br_addr[16];
 		char *br = mr_sim_bridge_name(u->name);
 		mr_sim_bridge_addr(u->st.subnet, br_addr, sizeof(br_addr));
-		mr_buf_printf(&b, "link add %s type bridge\naddr add %s/24 dev %s\nlink set %s up\n",
-			      br, br_addr, br, br);
+		mr_buf_printf(&b, "link add %s type bridge\naddr add %s/%u dev %s\nlink set %s up\n",
+			      br, br_addr, mr_sim_prefix_len(u->cl->nhosts), br, br);
 		for (size_t i = 0; i < u->cl->nhosts; i++) {
 			char *m = mr_sim_mgmt_link(u->name, i);
 			mr_buf_printf(&b, "link add %s type veth peer name en0 netns %s\n"
@@ -670,7 +685,7 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 	u->st.name = xstrdup(u->name);
 	u->st.fixture = xstrdup(src);
 	u->st.cluster = u->cl;
-	rc = pick_subnet(u->name, &u->st.subnet, err);
+	rc = pick_subnet(u->name, u->cl->nhosts, &u->st.subnet, err);
 	if (rc < 0)
 		goto out;
 	u->ns = xcalloc(u->cl->nhosts, sizeof(*u->ns));
@@ -711,8 +726,9 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 		mr_buf_release(&b);
 	}
 	if (rc == 0) {
-		printf("meshsim: cluster '%s' is up: %zu hosts, %zu cables, management 10.230.%u.0/24, %.2f s\n",
+		printf("meshsim: cluster '%s' is up: %zu hosts, %zu cables, management 10.230.%u.0/%u, %.2f s\n",
 		       u->name, u->cl->nhosts, u->cl->ncables, u->st.subnet,
+		       mr_sim_prefix_len(u->cl->nhosts),
 		       (double)(mr_now_ms() - t0) / 1000.0);
 		say_rdma(u);
 		printf("  export MESHRUN_SSH_CONFIG=%s/ssh_config\n"

@@ -79,6 +79,14 @@ static void test_names(void **state)
 	assert_string_equal(a, "10.230.57.250");
 	mr_sim_bridge_addr(57, a, sizeof(a));
 	assert_string_equal(a, "10.230.57.254");
+	/* above 250 hosts: a /23, host 251 on in the next /24 */
+	mr_sim_host_addr(56, 250, a, sizeof(a));
+	assert_string_equal(a, "10.230.57.1");
+	mr_sim_host_addr(56, 499, a, sizeof(a));
+	assert_string_equal(a, "10.230.57.250");
+	assert_int_equal(mr_sim_prefix_len(250), 24);
+	assert_int_equal(mr_sim_prefix_len(251), 23);
+	assert_int_equal(MR_SIM_MAX_HOSTS, 500);
 
 	assert_true(mr_sim_is_topology_spec("mesh:4"));
 	assert_true(mr_sim_is_topology_spec("ring:8,cables=2"));
