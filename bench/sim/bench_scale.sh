@@ -10,13 +10,14 @@
 #   down       meshsim down
 # Goal (issue 14): 64 hosts up to a checked all-reduce in under 20 s, 256 in
 # under 90 s.
-# usage: bench_scale.sh BIN_DIR [SPEC...]   (default: ring:64 ring:256)
+# usage: bench_scale.sh BIN_DIR [SPEC...]   (default: ring:64 ring:256 rings:16x16,
+# 16 rings of 16 hosts joined by a second ring)
 # A benchmark, not a test: prints times; without root, sshd or network
 # namespaces it says why and exits 0. Leaves nothing behind (trap).
 set -uo pipefail
 BIN=$(cd "${1:?usage: $0 BIN_DIR [SPEC...]}" && pwd) || exit 1
 shift
-SPECS=${*:-ring:64 ring:256}
+SPECS=${*:-ring:64 ring:256 rings:16x16}
 MESHSIM=$BIN/meshsim
 MESHCONFIG=$BIN/meshconfig
 MESHRUN=$BIN/meshrun

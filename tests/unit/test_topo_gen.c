@@ -148,6 +148,7 @@ static void test_generated(void **state)
 		"ring:6,nordma=h2,nordma=h5", "mesh:4,nordma=h4", "ring:6,missing=h3-h4",
 		"mesh:3,missing=h1-h2", "ring:5,speed=40", "mesh:4,speed=120", "ring:32",
 		"mesh:32", "ring:64", "mesh:64", "ring:64,cables=2",
+		"rings:2x2", "rings:3x4", "rings:4x3,cables=2", "rings:16x16", "rings:3x5,missing=h1-h5",
 	};
 
 	(void)state;
@@ -168,6 +169,25 @@ static void test_generated_expectations(void **state)
 	c = cluster_of(g);
 	assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_AUTO, &ch, &err), 0);
 	assert_false(ch.mesh);
+	assert_int_equal(ch.backend, MR_TOPO_BACKEND_JACCL_RING);
+	mr_topo_choice_release(&ch);
+	mr_topo_cluster_free(c);
+	mr_fixture_set_free(g);
+
+	/* rings:3x4: h1-h2-h3-h4-h1, h5..h8, h9..h12, joined h4-h5, h8-h9, h12-h1 */
+	assert_int_equal(mr_fixture_gen("rings:3x4", &g, &err), 0);
+	c = cluster_of(g);
+	assert_int_equal(c->nhosts, 12);
+	assert_int_equal(c->ncables, 15);
+	assert_true(mr_topo_conn(c, 0, 3) > 0);
+	assert_true(mr_topo_conn(c, 3, 4) > 0);
+	assert_true(mr_topo_conn(c, 4, 7) > 0);
+	assert_true(mr_topo_conn(c, 11, 0) > 0);
+	assert_int_equal(mr_topo_conn(c, 0, 4), 0);
+	assert_int_equal(mr_topo_conn(c, 3, 8), 0);
+	assert_int_equal(mr_topo_choose(c, MR_TOPO_BACKEND_AUTO, &ch, &err), 0);
+	assert_false(ch.mesh);
+	assert_true(ch.has_ring);
 	assert_int_equal(ch.backend, MR_TOPO_BACKEND_JACCL_RING);
 	mr_topo_choice_release(&ch);
 	mr_topo_cluster_free(c);
@@ -200,6 +220,7 @@ static void test_gen_bad_specs(void **state)
 		"", "mesh", "mesh:", "mesh:1", "mesh:999", "star:4", "mesh:4,cables=0",
 		"mesh:4,cables=9", "mesh:4,missing=h1-h9", "mesh:4,missing=h1-h1", "ring:4,nordma=x",
 		"ring:4,foo=1", "ring:4,missing", "mesh:-3", "mesh:4x",
+		"rings:4", "rings:1x4", "rings:4x1", "rings:17x16", "rings:4x", "rings:x4", "rings:4x4x4",
 	};
 
 	(void)state;
