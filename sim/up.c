@@ -104,6 +104,46 @@ static bool subnet_used_by_cluster(unsigned k, const char *self)
 	return used;
 }
 
+/*
+ * The kernel's ARP table is one for all network namespaces: gc_thresh3 (1024 by
+ * default) counts the entries of every namespace, and past it a new neighbour
+ * fails with ENOBUFS ("neighbor table overflow"): at 256 hosts the cable ends
+ * and management links alone pass it and the ping check after setup fails at
+ * random. For a cluster that needs more than half the default (some 64 hosts
+ * and up), raise the limits to its need on top of the default, never lower them
+ * (other clusters may be up) nor restore them; a failure is only a warning.
+ */
+static void raise_neigh_limits(size_t nhosts, size_t ncables)
+{
+	static const char *const knob[] = { "/proc/sys/net/ipv4/neigh/default/gc_thresh3",
+					     "/proc/sys/net/ipv4/neigh/default/gc_thresh2" };
+	unsigned long need = 1024 + 4 * (unsigned long)(nhosts + ncables);
+
+	if (need - 1024 <= 512)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(knob); i++, need /= 2) {
+		unsigned long cur = 0;
+		FILE *f = fopen(knob[i], "r");
+		bool got = f && fscanf(f, "%lu", &cur) == 1;
+
+		if (f)
+			fclose(f);
+		if (got && cur >= need)
+			continue;
+		f = fopen(knob[i], "w");
+		got = f && fprintf(f, "%lu\n", need) > 0;
+		if (f && fclose(f) != 0)
+			got = false;
+		if (!got) {
+			mr_warn("cannot raise %s to %lu (ARP table for %zu hosts): %s", knob[i], need,
+				nhosts, strerror(errno));
+			return;
+		}
+		mr_info("raised %s from %lu to %lu (one ARP table for all namespaces)", knob[i], cur,
+			need);
+	}
+}
+
 static bool subnet_free(unsigned k, const char *self)
 {
 	return !subnet_used_locally(k) && !subnet_used_by_cluster(k, self);
@@ -682,6 +722,7 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 		goto out;
 	for (size_t i = 0; i < notes.nr; i++)
 		mr_warn("%s", notes.v[i]);
+	raise_neigh_limits(u->cl->nhosts, u->cl->ncables);
 	u->st.name = xstrdup(u->name);
 	u->st.fixture = xstrdup(src);
 	u->st.cluster = u->cl;
