@@ -18,7 +18,7 @@
 FIX=$SRC/fixtures/mesh4-m3ultra
 N=$(uniq_name msl1)
 
-S() { ssh -F "$CFG" -o ConnectTimeout=5 "$@"; }
+S() { ssh -F "$CFG" -o ConnectTimeout=15 "$@"; } # generous: a loaded machine answers late
 mc() { "$MESHCONFIG" --hosts "$HOSTS" --ssh-config "$CFG" "$@"; }
 edges() { grep -c -- ' -- ' "$1"; }
 empty_receptacles() { S "$1" system_profiler SPThunderboltDataType -json | grep -c '"receptacle_no_devices_connected"'; }

@@ -18,7 +18,7 @@ N=$(uniq_name mst1)
 N2=$(uniq_name mst2)
 CLUSTERS="$N $N2"
 CFG=$MESHSIM_STATE_DIR/$N/ssh_config
-S() { ssh -F "$CFG" -o ConnectTimeout=3 "$@"; }
+S() { ssh -F "$CFG" -o ConnectTimeout=15 "$@"; } # generous: a loaded machine answers late
 
 check "up $FIX" sh -c '"$1" up "$2" --name "$3" >"$4" 2>&1' _ "$MESHSIM" "$FIX" "$N" "$TMP/up.out"
 sed 's/^/# /' "$TMP/up.out"
@@ -81,7 +81,7 @@ check "fault sudo h3" "$MESHSIM" fault --name $N sudo h3
 check "h3: sudo works again" S h3 sudo -n true
 
 check "fault stop h4" "$MESHSIM" fault --name $N stop h4
-check_not "h4 is unreachable" S -o ConnectTimeout=2 h4 true
+check_not "h4 is unreachable" ssh -F "$CFG" -o ConnectTimeout=2 h4 true
 check "fault start h4" "$MESHSIM" fault --name $N start h4
 check "h4 is reachable again" S h4 true
 # sshd creates its pid file a moment before it writes the pid: a reader must

@@ -13,7 +13,8 @@ FIX=${MESHRUN_SOURCE_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)}/fixtures/mesh
 N=z$$ # unique to this run
 CLUSTERS=$N
 CFG=$MESHSIM_STATE_DIR/$N/ssh_config
-S() { ssh -F "$CFG" -o ConnectTimeout=3 "$@" </dev/null; }
+# a generous connect timeout: on a loaded 2-core machine sshd may answer late
+S() { ssh -F "$CFG" -o ConnectTimeout=15 "$@" </dev/null; }
 passwd0=$(md5sum </etc/passwd)
 host0=$(hostname)
 
