@@ -3,6 +3,18 @@
  * the subcommand's name), prints its own errors once, and returns the process
  * exit code: 0 ok, 1 failure, 2 usage error, 3 not supported by this kernel
  * (a fault the kernel or tools cannot do); exec returns the command's own status.
+ *
+ * meshsim's files (calls go down the list; each header states its contract):
+ *   main.c         the program: subcommand table, exit code
+ *   cmdopts.c      every subcommand's option table (--help, the docs)
+ *   up.c           `up`: fixture -> state files, keys, namespaces, cables, sshd, soft-RoCE
+ *   cmds.c         `down`, `status`, `exec`, `gen`, and the argument parsing they share
+ *   cmd_fault*.c   `fault` (fault_impl.h maps them; faults.c checks the arguments)
+ *   login.c        each sshd in its own mount and UTS namespace (zsh login, hostname)
+ *   render.c mac.c live.c  the text of the shims and configs; macOS answers; the
+ *                  system_profiler / ibv_devices that follow the live cables
+ *   net.c proc.c   iproute2 batches and namespaces; running jobs (common/spawn)
+ *   model.c plan.c state.c  cluster model, names and addresses, state.json and faults
  */
 #ifndef MR_SIM_CMD_H
 #define MR_SIM_CMD_H

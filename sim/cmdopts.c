@@ -72,7 +72,9 @@ static const struct {
 		"gen", "meshsim gen TOPOLOGY -o DIR", "write a generated fixture set",
 		"Writes a fixture set (cluster.json, <host>/system_profiler.json,\n"
 		"networksetup.txt, ibv_devices.txt) for TOPOLOGY: mesh:N, ring:N,\n"
-		"ring:N,cables=2, mesh:N,missing=h1-h3, ring:N,nordma=h2, speed=40.\n",
+		"ring:N,cables=2, mesh:N,missing=h1-h3, ring:N,nordma=h2, speed=40,\n"
+		"rings:RxC (R rings of C hosts, each ring's last host cabled to the\n"
+		"next ring's first). Up to 500 hosts (more than 250 get a /23).\n",
 	},
 };
 

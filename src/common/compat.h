@@ -3,6 +3,15 @@
  *
  * Standard headers every module uses, small macros, and banned.h so that the
  * unsafe string and number calls cannot creep back in.
+ *
+ * src/common is a set of small modules with no project dependencies, one
+ * header each (its contract): err (errors with messages), log and progress
+ * (what the tools print), opt and optdoc (the option tables, --help and the
+ * docs), num (checked number parsing), buf, strvec, array and xalloc (memory),
+ * fdio (fd I/O), json (cJSON with paths in errors), shquote (shell quoting and
+ * the /bin/sh wrapper for remote scripts), timeutil, envmap (the MLX
+ * environment contract), port (Linux and macOS behind one set of calls) and
+ * spawn (the one fork/exec and PATH search).
  */
 #ifndef MR_COMPAT_H
 #define MR_COMPAT_H
