@@ -25,6 +25,8 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,6 +62,7 @@ struct up {
 	char (*addr)[16];             /* per host management address */
 	char **hdir;                  /* per host state folder */
 	bool made;                    /* something was created: tear down on failure */
+	bool claimed;                 /* the subnet is claimed (SUBNET_CLAIMS) until up ends */
 	struct mr_progress *pg;       /* the step line: hosts done / total per phase */
 };
 
@@ -144,6 +147,79 @@ static void raise_neigh_limits(size_t nhosts, size_t ncables)
 	}
 }
 
+/*
+ * From picking a subnet to putting its address on the management bridge take
+ * seconds in which another `meshsim up` with another state folder (another
+ * test suite) would find it free too: claim it machine-wide first. A claim is
+ * a file named K in SUBNET_CLAIMS holding the claimer's pid; one whose process
+ * is gone is stale and taken over. Claims are dropped at the end of `up`, when
+ * the bridge address guards the subnet (subnet_used_locally).
+ */
+#define SUBNET_CLAIMS "/run/meshsim-subnets"
+
+static long claim_owner(const char *path)
+{
+	char buf[32] = "";
+	long pid = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		ssize_t n = mr_read_full(fd, buf, sizeof(buf) - 1);
+
+		buf[n > 0 ? n : 0] = '\0';
+		close(fd);
+		pid = strtol(buf, NULL, 10);
+	}
+	return pid;
+}
+
+/* The claim file appears whole (written under a private name, then linked):
+ * a reader never sees it without its pid. */
+static bool subnet_claim(unsigned k)
+{
+	char path[64], tmp[96], line[32];
+	int fd, n;
+	bool written;
+
+	snprintf(path, sizeof(path), SUBNET_CLAIMS "/%u", k);
+	snprintf(tmp, sizeof(tmp), SUBNET_CLAIMS "/.%u.%ld", k, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return true; /* no claims folder (not root): nothing to race with here */
+	n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+	written = mr_write_full(fd, line, (size_t)n) == 0;
+	close(fd);
+	for (int tries = 0; written && tries < 2; tries++) {
+		long pid;
+
+		if (link(tmp, path) == 0) {
+			unlink(tmp);
+			return true;
+		}
+		if (errno != EEXIST)
+			break;
+		pid = claim_owner(path);
+		if (pid == (long)getpid()) {
+			unlink(tmp);
+			return true;
+		}
+		if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+			break; /* another `meshsim up` is bringing it up */
+		unlink(path); /* stale: its process is gone */
+	}
+	unlink(tmp);
+	return false;
+}
+
+static void subnet_unclaim(unsigned k)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), SUBNET_CLAIMS "/%u", k);
+	if (claim_owner(path) == (long)getpid())
+		unlink(path);
+}
+
 static bool subnet_free(unsigned k, const char *self)
 {
 	return !subnet_used_locally(k) && !subnet_used_by_cluster(k, self);
@@ -155,13 +231,18 @@ static int pick_subnet(const char *name, size_t nhosts, unsigned *out, struct me
 	bool wide = mr_sim_prefix_len(nhosts) == 23;
 	unsigned k = mr_sim_subnet_hint(name);
 
+	(void)mkdir(SUBNET_CLAIMS, 0755);
 	for (int i = 0; i < 250; i++, k = mr_sim_subnet_next(k)) {
 		if (wide && (k % 2 || k + 1 > 250 || !subnet_free(k + 1, name)))
 			continue;
-		if (subnet_free(k, name)) {
-			*out = k;
-			return 0;
+		if (!subnet_free(k, name) || !subnet_claim(k))
+			continue;
+		if (wide && !subnet_claim(k + 1)) {
+			subnet_unclaim(k);
+			continue;
 		}
+		*out = k;
+		return 0;
 	}
 	return mr_err_set(err, MESHRUN_E_NOTFOUND, "no free subnet 10.230.K.0/%u left",
 			  mr_sim_prefix_len(nhosts));
@@ -729,6 +810,7 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 	rc = pick_subnet(u->name, u->cl->nhosts, &u->st.subnet, err);
 	if (rc < 0)
 		goto out;
+	u->claimed = true;
 	u->ns = xcalloc(u->cl->nhosts, sizeof(*u->ns));
 	u->hdir = xcalloc(u->cl->nhosts, sizeof(*u->hdir));
 	u->addr = xcalloc(u->cl->nhosts, sizeof(*u->addr));
@@ -779,6 +861,11 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 		       u->cl->hosts[0].name, u->name);
 	}
 out:
+	if (u->claimed) {
+		subnet_unclaim(u->st.subnet);
+		if (mr_sim_prefix_len(u->cl->nhosts) == 23)
+			subnet_unclaim(u->st.subnet + 1);
+	}
 	mr_strvec_release(&notes);
 	return rc;
 }
