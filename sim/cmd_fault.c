@@ -466,8 +466,7 @@ const char *mr_simf_first_line(struct mr_buf *out)
 	return s;
 }
 
-/* ------------------------------------------------------------------ rate */
-
+/* ------------------------------------------------------------- the command */
 
 int mr_sim_cmd_fault(int argc, char **argv)
 {

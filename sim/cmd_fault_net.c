@@ -32,6 +32,8 @@
 #include "sim/state.h"
 #include "fixture/fixture.h"
 
+/* ------------------------------------------------------------------ rate */
+
 /*
  * rate: a token bucket (tc tbf) at the root of both ends, so both directions
  * of the cable are limited as a slower cable limits them. The first end is
