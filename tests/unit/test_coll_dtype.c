@@ -146,6 +146,33 @@ static void test_float_sum_blocks(void **state)
 	}
 }
 
+/*
+ * max/min of float16 and bfloat16: a NaN on either side wins, as for float32, so
+ * the result does not depend on which rank's buffer is the accumulator; and the
+ * larger/smaller finite value otherwise.
+ */
+static void test_half_max_min(void **state)
+{
+	static const struct {
+		enum meshrun_dtype dt;
+		uint16_t nan, one, two; /* quiet NaN, 1.0, 2.0 */
+	} t[] = { { MESHRUN_FLOAT16, 0x7e00, 0x3c00, 0x4000 },
+		  { MESHRUN_BFLOAT16, 0x7fc0, 0x3f80, 0x4000 } };
+
+	(void)state;
+	for (size_t k = 0; k < ARRAY_SIZE(t); k++) {
+		for (int op = MR_OP_MAX; op <= MR_OP_MIN; op++) {
+			uint16_t a[3] = { t[k].nan, t[k].one, t[k].one };
+			uint16_t b[3] = { t[k].one, t[k].nan, t[k].two };
+
+			mr_reduce((enum mr_op)op, t[k].dt, a, b, 3);
+			assert_true((a[0] & 0x7fff) > (t[k].dt == MESHRUN_FLOAT16 ? 0x7c00 : 0x7f80));
+			assert_true((a[1] & 0x7fff) > (t[k].dt == MESHRUN_FLOAT16 ? 0x7c00 : 0x7f80));
+			assert_int_equal(a[2], op == MR_OP_MAX ? t[k].two : t[k].one);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -154,6 +181,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_int_bool_float),
 		cmocka_unit_test(test_float_sum_blocks),
+		cmocka_unit_test(test_half_max_min),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "hal/hal.h"
+#include "hal/replay.h"
 #include "launch/supervise.h"
 
 #include <fcntl.h>
@@ -28,6 +29,8 @@ struct job {
 	int64_t timeout_ms;
 	const char *input;          /* our stdin (NULL: /dev/null) */
 	bool raise_term;            /* meshrun gets SIGTERM once the ranks run */
+	struct mr_replay *replay;   /* run over the replay hal (it takes rp), not local */
+	const char *host[MAXR];     /* per rank (NULL: localhost) */
 	/* results */
 	int code;
 	int64_t ms;
@@ -71,7 +74,10 @@ static void run_job(struct job *j)
 	} else {
 		in = open("/dev/null", O_RDONLY);
 	}
-	assert_int_equal(mr_hal_new_local(&hal, NULL, &err), 0);
+	if (j->replay)
+		assert_int_equal(mr_hal_new_replay(&hal, j->replay, NULL, &err), 0);
+	else
+		assert_int_equal(mr_hal_new_local(&hal, NULL, &err), 0);
 	fflush(stdout);
 	fflush(stderr);
 	dup2(in, 0);
@@ -82,7 +88,7 @@ static void run_job(struct job *j)
 		goto restore;
 	for (size_t r = 0; r < j->n; r++) {
 		char *argv[] = { "sh", "-c", (char *)j->script[r], NULL };
-		struct mr_spawn sp = { .host = "localhost", .argv = argv };
+		struct mr_spawn sp = { .host = j->host[r] ? j->host[r] : "localhost", .argv = argv };
 
 		if (mr_sup_start(&sup, r, &sp, &err) < 0) {
 			mr_sup_abort(&sup);
@@ -185,6 +191,29 @@ static void test_signal_to_meshrun(void **state)
 	assert_non_null(strstr(j.err, "stopping every rank"));
 }
 
+/*
+ * A rank whose connection is lost (the hal says MESHRUN_E_NOEXIT, as the ssh
+ * backend does when the session dies): exit 255, never 0 even though no rank
+ * reported a failing status; the error names the rank and host; the other rank
+ * is stopped. Over the replay hal, so no sshd and no root are needed.
+ */
+static void test_lost_connection(void **state)
+{
+	struct mr_replay *rp = NULL;
+
+	(void)state;
+	assert_int_equal(mr_replay_new(&rp), 0);
+	assert_int_equal(mr_replay_add(rp, "h1", "*", 0, NULL, NULL, 30000, 0), 0);
+	assert_int_equal(mr_replay_add(rp, "h2", "*", 0, "half a line", NULL, 100, MESHRUN_E_NOEXIT), 0);
+	struct job j = { .n = 2, .replay = rp, .host = { "h1", "h2" }, .script = { "a", "b" } };
+	run_job(&j);
+	assert_int_equal(j.code, 255);
+	assert_true(j.ms < 2500);
+	assert_non_null(strstr(j.err, "[ERROR] rank 1 (h2): command 'sh -c b' on 'h2': no exit status received"));
+	assert_non_null(strstr(j.err, "rank 0 (h1): stopped by meshrun (signal 15)"));
+	assert_non_null(strstr(j.out, "half a line\n"));
+}
+
 /* Tagged output: every line whole and prefixed, the unterminated tail ended. */
 static void test_tagged_lines(void **state)
 {
@@ -201,7 +230,7 @@ static void test_tagged_lines(void **state)
 	assert_string_equal(j.err, "[rank 1 localhost] x\n");
 }
 
-/* stdin: all ranks, rank 0 only, or none (EOF at once). */
+/* stdin: all ranks, rank 0 only, or none (EOF at once); EOF reaches every rank. */
 static void test_stdin_modes(void **state)
 {
 	static const struct {
@@ -215,8 +244,9 @@ static void test_stdin_modes(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		/* cat ends only at EOF: a rank never told EOF runs into the timeout (124) */
 		struct job j = { .n = 2, .tag = true, .mode = cases[i].mode, .input = "in\n",
-				 .script = { "cat", "sleep 0.2; cat" } };
+				 .script = { "cat", "sleep 0.2; cat" }, .timeout_ms = 5000 };
 
 		run_job(&j);
 		assert_int_equal(j.code, 0);
@@ -233,6 +263,7 @@ int main(void)
 		cmocka_unit_test(test_kill_after_grace),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_signal_to_meshrun),
+		cmocka_unit_test(test_lost_connection),
 		cmocka_unit_test(test_tagged_lines),
 		cmocka_unit_test(test_stdin_modes),
 	};

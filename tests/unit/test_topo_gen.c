@@ -214,6 +214,66 @@ static void test_generated_expectations(void **state)
 	mr_fixture_set_free(g);
 }
 
+/* The verdict and the note MLX prints for a generated spec. */
+static void mesh_verdict(const char *spec, bool mesh, size_t a, size_t b, const char *note)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_fixture_set *g = NULL;
+	struct mr_topo_cluster *c;
+	struct mr_topo_choice ch;
+	size_t ma = SIZE_MAX, mb = SIZE_MAX;
+	const char *got = NULL;
+
+	if (mr_fixture_gen(spec, &g, &err) < 0)
+		fail_msg("%s: %s", spec, err.msg);
+	c = cluster_of(g);
+	if (mr_topo_is_mesh(c, &ma, &mb) != mesh)
+		fail_msg("%s: mr_topo_is_mesh says %s", spec, mesh ? "not a mesh" : "mesh");
+	if (!mesh && (ma != a || mb != b))
+		fail_msg("%s: names the pair %zu-%zu, want %zu-%zu", spec, ma, mb, a, b);
+	if (mr_topo_choose(c, MR_TOPO_BACKEND_AUTO, &ch, &err) < 0)
+		fail_msg("%s: %s", spec, err.msg);
+	if (ch.mesh != mesh)
+		fail_msg("%s: choice says mesh=%d", spec, ch.mesh);
+	for (size_t k = 0; k < ch.notes.nr; k++)
+		if (!strncmp(ch.notes.v[k], "not a full mesh", 15))
+			got = ch.notes.v[k];
+	if (note ? !got || strcmp(got, note) : got != NULL)
+		fail_msg("%s: note '%s', want '%s'", spec, got ? got : "(none)", note ? note : "(none)");
+	mr_topo_choice_release(&ch);
+	mr_topo_cluster_free(c);
+	mr_fixture_set_free(g);
+}
+
+/*
+ * The mesh check: a 4- and an 8-mesh with each one of their cables missing in
+ * turn (first pair, neighbours, the last host...), the pair named; doubled
+ * cables (more cables than a mesh needs, still one pair uncabled); two pairs
+ * missing, both named. A check that counts cables or skips a row or column of
+ * pairs fails here.
+ */
+static void test_mesh_check(void **state)
+{
+	static const char *const bases[] = { "mesh:4", "mesh:8", "mesh:4,cables=2" };
+	char spec[64], note[96];
+
+	(void)state;
+	for (size_t m = 0; m < ARRAY_SIZE(bases); m++) {
+		size_t n = bases[m][5] - '0';
+
+		mesh_verdict(bases[m], true, 0, 0, NULL);
+		for (size_t a = 0; a < n; a++)
+			for (size_t b = a + 1; b < n; b++) {
+				snprintf(spec, sizeof(spec), "%s,missing=h%zu-h%zu", bases[m], b + 1, a + 1);
+				snprintf(note, sizeof(note), "not a full mesh: h%zu is not cabled to h%zu", a + 1, b + 1);
+				mesh_verdict(spec, false, a, b, note);
+			}
+	}
+	mesh_verdict("mesh:8,missing=h8-h7,missing=h2-h7", false, 1, 6,
+		     "not a full mesh: h2 is not cabled to h7; h7 to h8");
+	mesh_verdict("ring:4", false, 0, 2, "not a full mesh: h1 is not cabled to h3; h2 to h4");
+}
+
 static void test_gen_bad_specs(void **state)
 {
 	static const char *const bad[] = {
@@ -268,6 +328,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_generated),
 		cmocka_unit_test(test_generated_expectations),
+		cmocka_unit_test(test_mesh_check),
 		cmocka_unit_test(test_gen_bad_specs),
 		cmocka_unit_test(test_gen_write_load),
 	};

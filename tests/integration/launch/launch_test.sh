@@ -140,6 +140,11 @@ stdin)
 	sort "$D/out" >"$D/sorted"
 	printf '[rank %s 127.0.0.1] got:typed once\n' 0 1 2 3 >"$D/want"
 	cmp -s "$D/sorted" "$D/want" || fail "stdin did not reach every rank: $(cat "$D/out")"
+	# the end of our stdin reaches every rank: wc ends only at EOF (--timeout: a
+	# rank left waiting fails with 124 in seconds instead of hanging the test)
+	printf 'a\nb\nc\n' | "$MESHRUN" -n 3 --timeout 10 -- sh -c 'wc -l' >"$D/outeof" ||
+		fail "EOF: exit code $?"
+	[ "$(tr -d ' ' <"$D/outeof" | sort | tr '\n' ' ')" = "3 3 3 " ] || fail "EOF: ranks counted $(cat "$D/outeof")"
 	# --stdin 0: only rank 0 reads it, the others see EOF at once
 	printf 'only zero\n' | "$MESHRUN" -n 3 --stdin 0 --tag-output -- sh -c 'if read -r l; then echo "got:$l"; else echo got:none; fi' |
 		sort >"$D/out0" || fail "--stdin 0: exit code $?"
