@@ -163,6 +163,19 @@ void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg);
  */
 void mr_jaccl_side_fail(struct mr_jaccl_side *s, const char *msg);
 
+/*
+ * The pure checks of what arrives on the side channel (fuzzed, tests/fuzz):
+ * a frame header (coll/wire.h) from a group of size ranks whose payload may be
+ * at most max bytes (heartbeats are not expected here), and, on rank 0, a
+ * decoded hello from a connecting rank: the job token, size and tag first,
+ * then a rank 1..size-1 that has no connection yet (s->fd[rank] < 0).
+ * MESHRUN_E_AUTH / MESHRUN_E_PROTO with the reason.
+ */
+int mr_jaccl_frame_check(const unsigned char *hdr, int size, size_t max, struct mr_frame_hdr *f,
+			 struct meshrun_err *err);
+int mr_jaccl_side_check_hello(const struct mr_jaccl_side *s, const struct mr_hello *h,
+			      struct meshrun_err *err);
+
 /* Framing of the all-gather result rank 0 sends: n x (u32 len, bytes). */
 size_t mr_jaccl_blobs_encode(const struct mr_jaccl_blob *b, int n, unsigned char *buf);
 int mr_jaccl_blobs_decode(const unsigned char *buf, size_t len, int n, struct mr_jaccl_blob **out,

@@ -146,6 +146,18 @@ static int send_frame(int fd, unsigned type, uint32_t src, uint32_t dst, const v
 	return rc;
 }
 
+int mr_jaccl_frame_check(const unsigned char *hdr, int size, size_t max, struct mr_frame_hdr *f,
+			 struct meshrun_err *err)
+{
+	int rc = mr_frame_decode(hdr, (uint32_t)size, f, err);
+
+	if (rc < 0)
+		return rc;
+	if (f->type == MR_FRAME_HB || f->len > max)
+		return mr_err_set(err, MESHRUN_E_PROTO, "unexpected frame (type %u, %llu bytes)", f->type, (unsigned long long)f->len);
+	return 0;
+}
+
 /* Read one frame; *data malloc'ed (len + 1 bytes, NUL-terminated). */
 static int recv_frame(const struct mr_jaccl_side *s, int fd, struct mr_frame_hdr *f,
 		      unsigned char **data, size_t max, int64_t deadline, const char *who,
@@ -157,11 +169,11 @@ static int recv_frame(const struct mr_jaccl_side *s, int fd, struct mr_frame_hdr
 	*data = NULL;
 	if (rc < 0)
 		return rc;
-	rc = mr_frame_decode(hdr, (uint32_t)s->size, f, err);
-	if (rc < 0)
+	rc = mr_jaccl_frame_check(hdr, s->size, max, f, err);
+	if (rc < 0) {
+		mr_err_prefix(err, "jaccl side channel: from %s", who);
 		return rc;
-	if (f->type == MR_FRAME_HB || f->len > max)
-		return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: unexpected frame (type %u, %llu bytes) from %s", f->type, (unsigned long long)f->len, who);
+	}
 	*data = malloc((size_t)f->len + 1);
 	if (!*data)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
@@ -209,6 +221,21 @@ static int read_hello(int fd, struct mr_hello *h, int64_t deadline, const char *
 	return mr_hello_decode(buf, need, h, err);
 }
 
+int mr_jaccl_side_check_hello(const struct mr_jaccl_side *s, const struct mr_hello *h,
+			      struct meshrun_err *err)
+{
+	int rc = mr_hello_check(h, h->rank, (uint32_t)s->size, MR_JACCL_HELLO_TAG, s->token,
+				s->token_len, err);
+
+	if (rc < 0)
+		return rc;
+	if (h->rank == 0 || h->rank >= (uint32_t)s->size)
+		return mr_err_set(err, MESHRUN_E_PROTO, "rank %u out of range", h->rank);
+	if (s->fd[h->rank] >= 0)
+		return mr_err_set(err, MESHRUN_E_PROTO, "rank %u connected twice", h->rank);
+	return 0;
+}
+
 static void tune(int fd, int64_t timeout_ms)
 {
 	int one = 1;
@@ -216,6 +243,54 @@ static void tune(int fd, int64_t timeout_ms)
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/*
+ * Rank 0's connections that have not said their hello yet. Each costs one
+ * fixed buffer (MR_HELLO_MAX, the token length checked before the token is
+ * read) and may take HELLO_WAIT_MS; they are served side by side from one
+ * poll, and when all MAX_PENDING slots are taken the oldest is closed for the
+ * newcomer, so stray or slow-loris connections cannot keep a rank out.
+ */
+#define MAX_PENDING 32
+#define HELLO_WAIT_MS 2000
+
+struct gate_conn {
+	int fd;                          /* -1: free slot */
+	int64_t since;
+	size_t have;
+	unsigned char buf[MR_HELLO_MAX];
+};
+
+static void gate_refuse(struct gate_conn *c, const char *why, char *last, size_t cap)
+{
+	snprintf(last, cap, "%s", why);
+	mr_close(&c->fd);
+}
+
+/* Read what is there of c's hello: 1 complete and valid (rank in *h), 0 more, -1 refused. */
+static int gate_read(struct mr_jaccl_side *s, struct gate_conn *c, struct mr_hello *h,
+		     struct meshrun_err *e)
+{
+	int rc = mr_hello_decode(c->buf, c->have, h, e);
+	size_t want = rc > 0 ? (size_t)rc : MR_HELLO_FIXED;
+
+	if (rc < 0)
+		return -1;
+	ssize_t k = recv(c->fd, c->buf + c->have, want - c->have, MSG_DONTWAIT);
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (k <= 0) {
+		mr_err_errno(e, k < 0 ? errno : ECONNRESET, MESHRUN_E_PEER, "a connection closed during its hello");
+		return -1;
+	}
+	c->have += (size_t)k;
+	rc = mr_hello_decode(c->buf, c->have, h, e);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)
+		return 0;
+	return mr_jaccl_side_check_hello(s, h, e) < 0 ? -1 : 1;
 }
 
 /* Rank 0: accept until every other rank said a valid hello. */
@@ -226,10 +301,18 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 	unsigned char out[MR_HELLO_MAX];
 	size_t outlen;
 	char last[MESHRUN_ERR_MSG_MAX] = "";
+	struct gate_conn *g = calloc(MAX_PENDING, sizeof(*g));
+	struct pollfd pfd[MAX_PENDING + 1];
 
+	if (!g)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	for (int i = 0; i < MAX_PENDING; i++)
+		g[i].fd = -1;
 	lfd = mr_socket(a->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC);
-	if (lfd < 0)
+	if (lfd < 0) {
+		free(g);
 		return mr_err_sys(err, "jaccl: socket for coordinator '%s'", a->text);
+	}
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (const struct sockaddr *)&a->sa, a->salen) < 0 || listen(lfd, 128) < 0) {
 		rc = mr_err_sys(err, "jaccl: listen on coordinator '%s' (rank 0 must own that address)", a->text);
@@ -237,36 +320,70 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 	}
 	make_hello(s, out, &outlen);
 	while (have < s->size - 1) {
-		struct pollfd pfd = { lfd, POLLIN, 0 };
 		int left = mr_ms_left(deadline);
+		int64_t now = mr_now_ms();
 		if (left == 0) {
 			rc = mr_err_set(err, MESHRUN_E_TIMEOUT, "jaccl: rank 0: only %d of %d ranks connected to the coordinator '%s' within the timeout%s%s", have + 1, s->size, a->text, last[0] ? "; last refused: " : "", last);
 			goto out;
 		}
-		if (poll(&pfd, 1, left) <= 0)
+		pfd[0] = (struct pollfd){ lfd, POLLIN, 0 };
+		for (int i = 0; i < MAX_PENDING; i++) {
+			pfd[i + 1] = (struct pollfd){ g[i].fd, POLLIN, 0 };
+			if (g[i].fd >= 0)
+				left = (int)MR_MIN((int64_t)left, MR_MAX(g[i].since + HELLO_WAIT_MS - now, (int64_t)0));
+		}
+		if (poll(pfd, MAX_PENDING + 1, left) < 0 && errno != EINTR) {
+			rc = mr_err_sys(err, "jaccl: rank 0: poll on coordinator '%s'", a->text);
+			goto out;
+		}
+		now = mr_now_ms();
+		for (int i = 0; i < MAX_PENDING; i++) {
+			struct gate_conn *c = &g[i];
+			struct mr_hello h;
+			struct meshrun_err e = MESHRUN_ERR_INIT;
+			if (c->fd < 0)
+				continue;
+			int st = pfd[i + 1].revents ? gate_read(s, c, &h, &e) : 0;
+			if (st < 0) {
+				gate_refuse(c, e.msg, last, sizeof(last));
+			} else if (st > 0) {
+				tune(c->fd, s->timeout_ms);
+				if (write_all(c->fd, out, outlen, "a connecting rank", &e) < 0) {
+					gate_refuse(c, e.msg, last, sizeof(last));
+					continue;
+				}
+				s->fd[h.rank] = c->fd;
+				c->fd = -1;
+				have++;
+			} else if (now - c->since >= HELLO_WAIT_MS) {
+				snprintf(e.msg, sizeof(e.msg), "a connection sent no complete hello within %d ms", HELLO_WAIT_MS);
+				gate_refuse(c, e.msg, last, sizeof(last));
+			}
+		}
+		if (!(pfd[0].revents & POLLIN))
 			continue;
 		int fd = mr_accept(lfd, MR_SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		tune(fd, s->timeout_ms);
-		struct mr_hello h;
-		struct meshrun_err e = MESHRUN_ERR_INIT;
-		/* a silent stray client holds us up for 2 s at most */
-		int64_t hd = MR_MIN(deadline, mr_now_ms() + 2000);
-		if (read_hello(fd, &h, hd, "a connecting rank", &e) < 0 ||
-		    mr_hello_check(&h, h.rank, (uint32_t)s->size, MR_JACCL_HELLO_TAG, s->token, s->token_len, &e) < 0 ||
-		    (h.rank == 0 || h.rank >= (uint32_t)s->size
-			     ? mr_err_set(&e, MESHRUN_E_PROTO, "rank %u out of range", h.rank) : 0) < 0 ||
-		    (s->fd[h.rank] >= 0 ? mr_err_set(&e, MESHRUN_E_PROTO, "rank %u connected twice", h.rank) : 0) < 0 ||
-		    write_all(fd, out, outlen, "a connecting rank", &e) < 0) {
-			snprintf(last, sizeof(last), "%s", e.msg);
-			close(fd);
-			continue;
+		int slot = -1, oldest = 0;
+		for (int i = 0; i < MAX_PENDING && slot < 0; i++) {
+			if (g[i].fd < 0)
+				slot = i;
+			else if (g[i].since < g[oldest].since)
+				oldest = i;
 		}
-		s->fd[h.rank] = fd;
-		have++;
+		if (slot < 0) {
+			gate_refuse(&g[oldest], "too many pending connections (closed the oldest)", last, sizeof(last));
+			slot = oldest;
+		}
+		g[slot].fd = fd;
+		g[slot].since = now;
+		g[slot].have = 0;
 	}
 out:
+	for (int i = 0; i < MAX_PENDING; i++)
+		mr_close(&g[i].fd);
+	free(g);
 	close(lfd);
 	return rc;
 }

@@ -192,6 +192,47 @@ static bool token_equal(const unsigned char *a, size_t alen, const char *b, size
 	return diff == 0;
 }
 
+unsigned mr_nccl_boot_judge(const struct mr_nccl_boot *b, const bool *served, int rank, int size,
+			    const unsigned char *token, size_t token_len)
+{
+	if (!token_equal(token, token_len, b->token, b->token_len))
+		return MR_NCCL_BOOT_BAD_TOKEN;
+	if (size != b->size)
+		return MR_NCCL_BOOT_BAD_SIZE;
+	if (rank < 1 || rank >= size)
+		return MR_NCCL_BOOT_BAD_RANK;
+	if (served[rank])
+		return MR_NCCL_BOOT_DUP_RANK;
+	return MR_NCCL_BOOT_OK;
+}
+
+int mr_nccl_boot_reply_decode(const unsigned char *hdr, unsigned *status, struct meshrun_err *err)
+{
+	if (memcmp(hdr, MR_NCCL_BOOT_MAGIC, 4) != 0 || mr_get_le16(hdr + 4) != MR_NCCL_BOOT_VERSION)
+		return mr_err_set(err, MESHRUN_E_PROTO, "not a meshrun nccl bootstrap server (bad answer header)");
+	*status = mr_get_le16(hdr + 6);
+	if (*status == MR_NCCL_BOOT_OK && mr_get_le32(hdr + 8) != MR_NCCL_ID_BYTES)
+		return mr_err_set(err, MESHRUN_E_PROTO, "an id of %" PRIu32 " bytes, expected %d", mr_get_le32(hdr + 8), MR_NCCL_ID_BYTES);
+	return 0;
+}
+
+/*
+ * Rank 0's connections that have not sent a whole request yet: each costs one
+ * fixed buffer (the token length is checked before the token is read) and
+ * may take REQUEST_WAIT_MS; they are served side by side from one poll, and
+ * when all MAX_PENDING slots are taken the oldest is closed for the newcomer,
+ * so stray or slow-loris connections cannot keep a rank from its id.
+ */
+#define MAX_PENDING 32
+#define REQUEST_WAIT_MS 2000
+
+struct pending {
+	int fd;                 /* -1: free slot */
+	int64_t since;
+	size_t have, need;
+	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + MR_NCCL_BOOT_TOKEN_MAX];
+};
+
 struct serve_state {
 	const struct mr_nccl_boot *b;
 	const unsigned char *id;
@@ -199,46 +240,24 @@ struct serve_state {
 	int left;		/* ranks still to serve */
 	int refused;		/* connections refused so far */
 	char last_refusal[160];
+	struct pending pend[MAX_PENDING];
 };
 
-/* One accepted connection: read the request, answer it. Problems of this
- * connection are not errors of the exchange: they are counted and remembered. */
-static void serve_conn(struct serve_state *st, int fd, int64_t deadline)
+static void refuse(struct serve_state *st, struct pending *p, const char *why)
 {
-	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + MR_NCCL_BOOT_TOKEN_MAX];
-	unsigned char reply[MR_NCCL_BOOT_REPLY_FIXED + MR_NCCL_ID_BYTES];
-	struct meshrun_err e = MESHRUN_ERR_INIT;
-	const unsigned char *token = NULL;
-	size_t need = MR_NCCL_BOOT_REQ_FIXED, token_len = 0, have = 0;
-	int rank = -1, size = -1, rc;
-	int64_t dl = step_deadline(deadline);
+	snprintf(st->last_refusal, sizeof(st->last_refusal), "%.150s", why);
+	st->refused++;
+	mr_close(&p->fd);
+}
 
-	for (;;) {
-		if (read_until(fd, req + have, need - have, dl) < 0) {
-			snprintf(st->last_refusal, sizeof(st->last_refusal), "a connection sent no complete request: %s", strerror(errno));
-			st->refused++;
-			return;
-		}
-		have = need;
-		rc = mr_nccl_boot_req_decode(req, have, &rank, &size, &token, &token_len, &e);
-		if (rc <= 0)
-			break;
-		need = (size_t)rc;
-	}
-	if (rc < 0) {
-		snprintf(st->last_refusal, sizeof(st->last_refusal), "%.150s", e.msg);
-		st->refused++;
-		return;
-	}
-	unsigned status = MR_NCCL_BOOT_OK;
-	if (!token_equal(token, token_len, st->b->token, st->b->token_len))
-		status = MR_NCCL_BOOT_BAD_TOKEN;
-	else if (size != st->b->size)
-		status = MR_NCCL_BOOT_BAD_SIZE;
-	else if (rank < 1 || rank >= size)
-		status = MR_NCCL_BOOT_BAD_RANK;
-	else if (st->served[rank])
-		status = MR_NCCL_BOOT_DUP_RANK;
+/* The whole request of p is in: answer it and close the connection. */
+static void answer(struct serve_state *st, struct pending *p, int rank, int size,
+		   const unsigned char *token, size_t token_len)
+{
+	unsigned char reply[MR_NCCL_BOOT_REPLY_FIXED + MR_NCCL_ID_BYTES];
+	unsigned status = mr_nccl_boot_judge(st->b, st->served, rank, size, token, token_len);
+	char why[160];
+
 	memcpy(reply, MR_NCCL_BOOT_MAGIC, 4);
 	mr_put_le16(reply + 4, MR_NCCL_BOOT_VERSION);
 	mr_put_le16(reply + 6, status);
@@ -248,18 +267,77 @@ static void serve_conn(struct serve_state *st, int fd, int64_t deadline)
 		memcpy(reply + n, st->id, MR_NCCL_ID_BYTES);
 		n += MR_NCCL_ID_BYTES;
 	}
-	if (write_until(fd, reply, n, dl) < 0) {
-		snprintf(st->last_refusal, sizeof(st->last_refusal), "answer to rank %d: %s", rank, strerror(errno));
-		st->refused++;
+	/* 140 bytes into a fresh connection: the deadline only guards a full buffer */
+	if (write_until(p->fd, reply, n, mr_now_ms() + REQUEST_WAIT_MS) < 0) {
+		snprintf(why, sizeof(why), "answer to rank %d: %s", rank, strerror(errno));
+		refuse(st, p, why);
 		return;
 	}
 	if (status != MR_NCCL_BOOT_OK) {
-		snprintf(st->last_refusal, sizeof(st->last_refusal), "refused a request claiming rank %d of %d (status %u)", rank, size, status);
-		st->refused++;
+		snprintf(why, sizeof(why), "refused a request claiming rank %d of %d (status %u)", rank, size, status);
+		refuse(st, p, why);
 		return;
 	}
 	st->served[rank] = true;
 	st->left--;
+	mr_close(&p->fd);
+}
+
+/* p is readable: read what is there of its request, answer it once whole. */
+static void serve_conn(struct serve_state *st, struct pending *p)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	const unsigned char *token = NULL;
+	size_t token_len = 0;
+	int rank = -1, size = -1;
+	char why[160];
+
+	for (;;) {
+		ssize_t k = mr_read_some(p->fd, p->req + p->have, p->need - p->have);
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (k <= 0) {
+			snprintf(why, sizeof(why), "a connection sent no complete request: %s", k < 0 ? strerror(errno) : "closed");
+			refuse(st, p, why);
+			return;
+		}
+		p->have += (size_t)k;
+		if (p->have < p->need)
+			continue;
+		int rc = mr_nccl_boot_req_decode(p->req, p->have, &rank, &size, &token, &token_len, &e);
+		if (rc < 0) {
+			refuse(st, p, e.msg);
+			return;
+		}
+		if (rc == 0)
+			break;
+		p->need = (size_t)rc;
+	}
+	answer(st, p, rank, size, token, token_len);
+}
+
+/* Accept one connection into a free slot, closing the oldest pending one when none is. */
+static void serve_accept(struct serve_state *st, int lfd, int64_t now)
+{
+	int fd = mr_accept(lfd, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
+	int slot = -1, oldest = 0;
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < MAX_PENDING && slot < 0; i++) {
+		if (st->pend[i].fd < 0)
+			slot = i;
+		else if (st->pend[i].since < st->pend[oldest].since)
+			oldest = i;
+	}
+	if (slot < 0) {
+		refuse(st, &st->pend[oldest], "too many pending connections (closed the oldest)");
+		slot = oldest;
+	}
+	st->pend[slot].fd = fd;
+	st->pend[slot].since = now;
+	st->pend[slot].have = 0;
+	st->pend[slot].need = MR_NCCL_BOOT_REQ_FIXED;
 }
 
 static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned char *id,
@@ -291,39 +369,66 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "nccl: out of memory");
 		goto out_close;
 	}
-	struct serve_state st = { .b = b, .id = id, .served = served, .left = b->size - 1 };
+	struct serve_state *st = calloc(1, sizeof(*st)); /* 9 KiB of slots: not on the stack */
+	if (!st) {
+		free(served);
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "nccl: out of memory");
+		goto out_close;
+	}
+	st->b = b;
+	st->id = id;
+	st->served = served;
+	st->left = b->size - 1;
+	for (int i = 0; i < MAX_PENDING; i++)
+		st->pend[i].fd = -1;
 	rc = 0;
-	while (st.left > 0) {
+	while (st->left > 0) {
 		int left = mr_ms_left(deadline);
+		int64_t now = mr_now_ms();
+		struct pollfd p[MAX_PENDING + 1];
 		if (left == 0)
 			break;
-		struct pollfd p = { .fd = lfd, .events = POLLIN };
-		if (poll(&p, 1, left) < 0) {
+		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+		for (int i = 0; i < MAX_PENDING; i++) {
+			p[i + 1] = (struct pollfd){ .fd = st->pend[i].fd, .events = POLLIN };
+			if (st->pend[i].fd >= 0)
+				left = (int)MR_MIN((int64_t)left, MR_MAX(st->pend[i].since + REQUEST_WAIT_MS - now, (int64_t)0));
+		}
+		if (poll(p, MAX_PENDING + 1, left) < 0) {
 			if (errno == EINTR)
 				continue;
 			rc = mr_err_sys(err, "nccl: rank 0: poll on '%s'", addr);
 			break;
 		}
-		int fd = mr_accept(lfd, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+		now = mr_now_ms();
+		for (int i = 0; i < MAX_PENDING; i++) {
+			struct pending *pc = &st->pend[i];
+			if (pc->fd < 0)
 				continue;
-			rc = mr_err_sys(err, "nccl: rank 0: accept on '%s'", addr);
-			break;
+			if (p[i + 1].revents)
+				serve_conn(st, pc);
+			if (pc->fd >= 0 && now - pc->since >= REQUEST_WAIT_MS) {
+				char why[96];
+				snprintf(why, sizeof(why), "a connection sent no complete request within %d ms", REQUEST_WAIT_MS);
+				refuse(st, pc, why);
+			}
 		}
-		serve_conn(&st, fd, deadline);
-		mr_close(&fd);
+		if (p[0].revents & POLLIN)
+			serve_accept(st, lfd, now);
 	}
-	if (rc == 0 && st.left > 0) {
+	if (rc == 0 && st->left > 0) {
 		char ranks[256] = "";
 		size_t len = 0;
 		for (int r = 1; r < b->size && len + 16 < sizeof(ranks); r++)
 			if (!served[r])
 				len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%s%d", len ? ", " : "", r);
 		rc = mr_err_set(err, MESHRUN_E_TIMEOUT, "nccl: rank 0 serving the NCCL id on '%s': timed out after %lld ms, %d rank%s never fetched it: %s%s%s%s", addr,
-				(long long)b->timeout_ms, st.left, st.left > 1 ? "s" : "", ranks,
-				st.refused ? " (refused connections: " : "", st.refused ? st.last_refusal : "", st.refused ? ")" : "");
+				(long long)b->timeout_ms, st->left, st->left > 1 ? "s" : "", ranks,
+				st->refused ? " (refused connections: " : "", st->refused ? st->last_refusal : "", st->refused ? ")" : "");
 	}
+	for (int i = 0; i < MAX_PENDING; i++)
+		mr_close(&st->pend[i].fd);
+	free(st);
 	free(served);
 out_close:
 	mr_close(&lfd);
@@ -395,20 +500,18 @@ static int fetch_once(const struct mr_nccl_boot *b, const char *addr,
 	int64_t dl = step_deadline(deadline);
 	if (write_until(fd, req, n, dl) < 0 || read_until(fd, hdr, sizeof(hdr), dl) < 0)
 		goto out; /* retryable: errno says why */
-	if (memcmp(hdr, MR_NCCL_BOOT_MAGIC, 4) != 0 || mr_get_le16(hdr + 4) != MR_NCCL_BOOT_VERSION) {
-		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: '%s' is not a meshrun nccl bootstrap server (bad answer header)", b->rank, addr);
+	unsigned status = MR_NCCL_BOOT_OK;
+	rc = mr_nccl_boot_reply_decode(hdr, &status, err);
+	if (rc < 0) {
+		mr_err_prefix(err, "nccl: rank %d: '%s'", b->rank, addr);
 		goto out;
 	}
-	unsigned status = mr_get_le16(hdr + 6);
 	if (status != MR_NCCL_BOOT_OK) {
 		rc = mr_err_set(err, status == MR_NCCL_BOOT_BAD_TOKEN ? MESHRUN_E_AUTH : MESHRUN_E_PROTO,
 				"nccl: rank %d: rank 0 at '%s' refused the id request: %s", b->rank, addr, status_text(status));
 		goto out;
 	}
-	if (mr_get_le32(hdr + 8) != MR_NCCL_ID_BYTES) {
-		rc = mr_err_set(err, MESHRUN_E_PROTO, "nccl: rank %d: rank 0 at '%s' sent an id of %" PRIu32 " bytes, expected %d", b->rank, addr, mr_get_le32(hdr + 8), MR_NCCL_ID_BYTES);
-		goto out;
-	}
+	rc = 1; /* a connection dropped while the id comes: retryable */
 	if (read_until(fd, id, MR_NCCL_ID_BYTES, dl) < 0)
 		goto out;
 	rc = 0;

@@ -21,8 +21,10 @@
  * the id, is answered with a refusal status and does not count; rank 0 keeps
  * serving until every rank 1..size-1 got the id, or the timeout passes. A
  * connection that sends garbage (wrong magic or version, oversize token) or
- * stalls is closed without an answer. The id is sent only after the token
- * matched.
+ * no whole request within 2 s is closed without an answer; up to 32
+ * connections are read side by side (the oldest is closed for a newcomer),
+ * each into a fixed buffer, so stray or slow clients cannot starve a rank.
+ * The id is sent only after the token matched.
  *
  * Fetching ranks retry (backoff 50 ms doubling to 1 s) while rank 0 is not
  * listening yet, until the timeout; a refusal is final (MESHRUN_E_AUTH for a
@@ -84,5 +86,18 @@ size_t mr_nccl_boot_req_encode(unsigned char *buf, int rank, int size, const cha
  */
 int mr_nccl_boot_req_decode(const unsigned char *buf, size_t len, int *rank, int *size,
 			    const unsigned char **token, size_t *token_len, struct meshrun_err *err);
+
+/*
+ * Rank 0's answer to a decoded request, given which ranks were served already
+ * (served[size] entries): MR_NCCL_BOOT_OK, or the refusal status. The token is
+ * compared first, in constant time.
+ */
+unsigned mr_nccl_boot_judge(const struct mr_nccl_boot *b, const bool *served, int rank, int size,
+			    const unsigned char *token, size_t token_len);
+/*
+ * Decode the MR_NCCL_BOOT_REPLY_FIXED bytes of rank 0's answer: 0 with *status
+ * (an OK answer announces exactly MR_NCCL_ID_BYTES), or MESHRUN_E_PROTO.
+ */
+int mr_nccl_boot_reply_decode(const unsigned char *hdr, unsigned *status, struct meshrun_err *err);
 
 #endif

@@ -2,6 +2,7 @@
 #include "common/compat.h"
 #include "coll/jaccl.h"
 #include "coll/wire.h"
+#include "common/err.h"
 #include "common/timeutil.h"
 
 #include <arpa/inet.h>
@@ -232,10 +233,69 @@ static void test_bad_coordinator(void **state)
 	assert_non_null(strstr(err.msg, "MLX_JACCL_COORDINATOR"));
 }
 
+/* The pure checks of serve() and recv_frame() (fuzzed: tests/fuzz/fuzz_jaccl_side.c). */
+static void test_hello_and_frame_checks(void **state)
+{
+	struct mr_jaccl_side s;
+	int fds[3] = { -1, -1, 7 };
+	struct mr_hello h;
+	struct mr_frame_hdr f;
+	unsigned char hdr[MR_FRAME_HDR];
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	s.size = 3;
+	s.fd = fds;
+	memcpy(s.token, "tok", 3);
+	s.token_len = 3;
+	memset(&h, 0, sizeof(h));
+	h.version = MR_WIRE_VERSION;
+	h.lane = MR_LANE_P2P;
+	h.rank = 1;
+	h.size = 3;
+	h.nconn = MR_JACCL_HELLO_TAG;
+	h.token_len = 3;
+	memcpy(h.token, "tok", 3);
+	assert_int_equal(mr_jaccl_side_check_hello(&s, &h, &err), 0);
+	h.rank = 2; /* has a connection already */
+	assert_int_equal(mr_jaccl_side_check_hello(&s, &h, &err), MESHRUN_E_PROTO);
+	assert_non_null(strstr(err.msg, "connected twice"));
+	mr_err_clear(&err);
+	h.rank = 0;
+	assert_int_equal(mr_jaccl_side_check_hello(&s, &h, &err), MESHRUN_E_PROTO);
+	mr_err_clear(&err);
+	h.rank = 1;
+	h.nconn = 1; /* a ring-backend hello */
+	assert_int_equal(mr_jaccl_side_check_hello(&s, &h, &err), MESHRUN_E_PROTO);
+	mr_err_clear(&err);
+	h.nconn = MR_JACCL_HELLO_TAG;
+	h.token[0] = 'T';
+	assert_int_equal(mr_jaccl_side_check_hello(&s, &h, &err), MESHRUN_E_AUTH);
+	mr_err_clear(&err);
+
+	struct mr_frame_hdr in = { MR_FRAME_MSG, 1, 0, MR_JACCL_MAX_BLOB };
+	mr_frame_encode(&in, hdr);
+	assert_int_equal(mr_jaccl_frame_check(hdr, 3, MR_JACCL_MAX_BLOB, &f, &err), 0);
+	/* a claimed length over the cap is refused before anything is allocated */
+	assert_int_equal(mr_jaccl_frame_check(hdr, 3, MR_FRAME_MAX_ABORT, &f, &err), MESHRUN_E_PROTO);
+	mr_err_clear(&err);
+	in.type = MR_FRAME_HB;
+	in.len = 0;
+	mr_frame_encode(&in, hdr);
+	assert_int_equal(mr_jaccl_frame_check(hdr, 3, MR_JACCL_MAX_BLOB, &f, &err), MESHRUN_E_PROTO);
+	mr_err_clear(&err);
+	in.type = MR_FRAME_ABORT;
+	in.src = 3; /* outside the group */
+	mr_frame_encode(&in, hdr);
+	assert_int_equal(mr_jaccl_frame_check(hdr, 3, MR_JACCL_MAX_BLOB, &f, &err), MESHRUN_E_PROTO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blobs_roundtrip),
+		cmocka_unit_test(test_hello_and_frame_checks),
 		cmocka_unit_test(test_star_allgather),
 		cmocka_unit_test(test_foreign_refused),
 		cmocka_unit_test(test_setup_failure_reaches_everyone),

@@ -314,10 +314,50 @@ static void test_request_decode_bounds(void **state)
 	assert_non_null(strstr(err.msg, "bad magic"));
 }
 
+/* The pure halves of serve_conn() and fetch_once() (fuzzed: tests/fuzz/fuzz_nccl_boot.c). */
+static void test_judge_and_reply(void **state)
+{
+	struct mr_nccl_boot b;
+	bool served[4] = { false, false, true, false };
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	unsigned char hdr[MR_NCCL_BOOT_REPLY_FIXED];
+	unsigned status = 99;
+	(void)state;
+
+	memset(&b, 0, sizeof(b));
+	b.size = 4;
+	memcpy(b.token, "tok", 3);
+	b.token_len = 3;
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 1, 4, (const unsigned char *)"tok", 3), MR_NCCL_BOOT_OK);
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 1, 4, (const unsigned char *)"to", 2), MR_NCCL_BOOT_BAD_TOKEN);
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 1, 4, (const unsigned char *)"tokx", 4), MR_NCCL_BOOT_BAD_TOKEN);
+	/* the token is judged before anything the peer claims */
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 9, 9, (const unsigned char *)"bad", 3), MR_NCCL_BOOT_BAD_TOKEN);
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 1, 5, (const unsigned char *)"tok", 3), MR_NCCL_BOOT_BAD_SIZE);
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 0, 4, (const unsigned char *)"tok", 3), MR_NCCL_BOOT_BAD_RANK);
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 4, 4, (const unsigned char *)"tok", 3), MR_NCCL_BOOT_BAD_RANK);
+	assert_int_equal(mr_nccl_boot_judge(&b, served, 2, 4, (const unsigned char *)"tok", 3), MR_NCCL_BOOT_DUP_RANK);
+
+	memcpy(hdr, "MRNB\x01\x00\x00\x00\x80\x00\x00\x00", sizeof(hdr));
+	assert_int_equal(mr_nccl_boot_reply_decode(hdr, &status, &err), 0);
+	assert_int_equal(status, MR_NCCL_BOOT_OK);
+	hdr[8] = 0x7f; /* an OK answer announcing 127 id bytes */
+	assert_int_equal(mr_nccl_boot_reply_decode(hdr, &status, &err), MESHRUN_E_PROTO);
+	assert_non_null(strstr(err.msg, "127 bytes"));
+	mr_err_clear(&err);
+	memcpy(hdr, "MRNB\x01\x00\x01\x00\x00\x00\x00\x00", sizeof(hdr));
+	assert_int_equal(mr_nccl_boot_reply_decode(hdr, &status, &err), 0);
+	assert_int_equal(status, MR_NCCL_BOOT_BAD_TOKEN);
+	memcpy(hdr, "HTTP/1.0 200", sizeof(hdr));
+	assert_int_equal(mr_nccl_boot_reply_decode(hdr, &status, &err), MESHRUN_E_PROTO);
+	assert_non_null(strstr(err.msg, "bad answer header"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_decode_bounds),
+		cmocka_unit_test(test_judge_and_reply),
 		cmocka_unit_test(test_missing_vars_named),
 		cmocka_unit_test(test_exchange_2),
 		cmocka_unit_test(test_exchange_4),
