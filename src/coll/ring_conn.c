@@ -10,6 +10,17 @@
  * Incoming connections are checked by their hello; a stray, garbage or
  * foreign-job connection is refused (closed, logged when verbose) and setup
  * goes on.
+ *
+ * What an unauthenticated connection can cost (docs/contracts.md, "What
+ * another machine on the network can do"): the listeners are bound to this
+ * rank's own addresses from MLX_HOSTFILE, never to every address; before its
+ * hello checked, a connection gets one fixed buffer of MR_HELLO_MAX bytes
+ * (the hello's token length is checked before it is read), HELLO_WAIT_MS to
+ * complete its hello, and one of MAX_PENDING_IN slots; when they are all
+ * taken, the oldest unauthenticated one is closed for the newcomer, so a
+ * slow-loris holding many connections cannot lock the neighbour out. A
+ * connecting side whose connection is closed before the answer (evicted, or
+ * the listener was not ready) tries again until the deadline.
  */
 #include "common/compat.h"
 #include "coll/ring_impl.h"
@@ -26,6 +37,9 @@
 #include <unistd.h>
 
 #define MAX_PENDING_IN 64
+/* A peer sends its hello as soon as it is connected: 2 s is generous, even on
+ * a loaded machine (a real peer that misses it connects again). */
+#define HELLO_WAIT_MS 2000
 
 enum pstate { P_WAIT, P_CONNECTING, P_SEND, P_RECV, P_DONE, P_DEAD };
 
@@ -35,6 +49,7 @@ struct pend {
 	unsigned lane;               /* outgoing: the lane we open */
 	enum pstate state;
 	int64_t retry_at;
+	int64_t accepted_at;         /* incoming: when; the hello is due HELLO_WAIT_MS later */
 	int backoff;
 	int last_errno;
 	const struct mr_ring_addr *addr; /* outgoing: where to */
@@ -131,8 +146,8 @@ static int read_hello(struct pend *p, struct meshrun_err *err)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return 0;
 		if (n == 0)
-			return mr_err_set(err, MESHRUN_E_PROTO, "connection closed during hello");
-		return mr_err_sys(err, "recv hello");
+			return mr_err_errno(err, ECONNRESET, MESHRUN_E_PEER, "connection closed during hello");
+		return mr_err_errno(err, errno, MESHRUN_E_PEER, "recv hello");
 	}
 }
 
@@ -291,6 +306,9 @@ static int setup_poll(struct setup *s, int timeout, struct meshrun_err *err)
 			s->pfd[np].fd = p->fd;
 			s->pfd[np].events = POLLIN;
 		}
+		if (!p->outgoing && (p->state == P_RECV || p->state == P_SEND))
+			timeout = (int)MR_MIN((int64_t)timeout,
+					      MR_MAX(p->accepted_at + HELLO_WAIT_MS - now, (int64_t)0));
 		np++;
 	}
 	if (poll(s->pfd, np, timeout) < 0 && errno != EINTR)
@@ -298,8 +316,42 @@ static int setup_poll(struct setup *s, int timeout, struct meshrun_err *err)
 	return 0;
 }
 
+/* Close an incoming connection that has not passed its hello; logged. */
+static void refuse(struct setup *s, struct pend *p, const char *why)
+{
+	char who[96];
+
+	peer_text(p->fd, who, sizeof(who));
+	mr_ring_log(s->r, "refused connection from %s: %s", who, why);
+	mr_close(&p->fd);
+	p->state = P_DEAD;
+}
+
+/*
+ * A slot for a new incoming connection: a free one, else the oldest incoming
+ * one still in its hello (closed: a slow-loris holding every slot cannot
+ * keep the neighbour out, whose hello comes within a round trip), else none.
+ */
+static size_t free_slot(struct setup *s)
+{
+	size_t oldest = s->cap;
+
+	for (size_t k = s->nlanes; k < s->npend; k++) {
+		struct pend *p = &s->pend[k];
+		if (p->state == P_DEAD)
+			return k;
+		if (p->state == P_RECV && (oldest == s->cap || p->accepted_at < s->pend[oldest].accepted_at))
+			oldest = k;
+	}
+	if (s->npend < s->cap)
+		return s->npend;
+	if (oldest < s->cap)
+		refuse(s, &s->pend[oldest], "too many pending connections (closed the oldest)");
+	return oldest;
+}
+
 /* Accept the new incoming connections into free pend slots (P_RECV: hello first). */
-static void setup_accept(struct setup *s)
+static void setup_accept(struct setup *s, int64_t now)
 {
 	struct mr_ring *r = s->r;
 
@@ -310,13 +362,8 @@ static void setup_accept(struct setup *s)
 			int fd = mr_accept(s->listeners[i], MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
 			if (fd < 0)
 				break;
-			size_t slot = s->npend;
-			for (size_t k = s->nlanes; k < s->npend; k++)
-				if (s->pend[k].state == P_DEAD) {
-					slot = k;
-					break;
-				}
-			if (slot == s->cap) {
+			size_t slot = free_slot(s);
+			if (slot == s->cap) { /* every slot is a connection past its hello */
 				char who[96];
 				peer_text(fd, who, sizeof(who));
 				mr_ring_log(r, "refused connection from %s: too many pending connections", who);
@@ -328,6 +375,7 @@ static void setup_accept(struct setup *s)
 			memset(&s->pend[slot], 0, sizeof(s->pend[slot]));
 			s->pend[slot].fd = fd;
 			s->pend[slot].state = P_RECV;
+			s->pend[slot].accepted_at = now;
 		}
 	}
 }
@@ -366,6 +414,13 @@ static int setup_step_pending(struct setup *s, size_t i, int64_t now, struct mes
 
 	if (p->outgoing && p->state == P_WAIT && now >= p->retry_at) {
 		start_connect(p, now);
+		return 0;
+	}
+	if (!p->outgoing && (p->state == P_RECV || p->state == P_SEND) &&
+	    now - p->accepted_at >= HELLO_WAIT_MS) {
+		char why[64];
+		snprintf(why, sizeof(why), "no complete hello within %d ms", HELLO_WAIT_MS);
+		refuse(s, p, why);
 		return 0;
 	}
 	if (p->state == P_CONNECTING) {
@@ -413,14 +468,16 @@ static int setup_step_pending(struct setup *s, size_t i, int64_t now, struct mes
 		return 0;
 	if (st > 0)
 		st = check_hello(s, p, &e);
+	if (st < 0 && p->outgoing && e.code == MESHRUN_E_PEER) {
+		/* closed before its answer (evicted as the oldest pending, or
+		 * the neighbour restarted its listener): connect again */
+		retry_later(p, e.sys_errno ? e.sys_errno : ECONNRESET, now);
+		return 0;
+	}
 	if (st < 0) {
-		char who[96];
-		peer_text(p->fd, who, sizeof(who));
 		if (p->outgoing) /* whoever listens at the neighbour's address is not it: fatal */
 			return mr_err_set(err, MESHRUN_E_PROTO, "rank %d: connection to rank %d at %s refused: %s", r->rank, s->right, p->addr->text, e.msg);
-		mr_ring_log(r, "refused connection from %s: %s", who, e.msg);
-		mr_close(&p->fd);
-		p->state = P_DEAD;
+		refuse(s, p, e.msg);
 		return 0;
 	}
 	if (p->outgoing) {
@@ -513,7 +570,7 @@ int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err)
 		if (rc < 0)
 			break;
 		now = mr_now_ms();
-		setup_accept(&s);
+		setup_accept(&s, now);
 		for (size_t i = 0; i < s.npend && rc == 0; i++)
 			rc = setup_step_pending(&s, i, now, err);
 	}
