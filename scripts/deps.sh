@@ -15,6 +15,7 @@ pkgs=(
 	man-db
 	jq
 	file llvm
+	clang
 )
 # The macOS cross-build (scripts/macos-cross.sh) fetches its compiler with npm;
 # any npm on the PATH will do (e.g. nodesource's nodejs, which conflicts with

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds twice (plain and ASan+UBSan,
 # warnings as errors) and runs ctest on both, then builds the portable-only
-# configuration (the macOS code paths) and runs its unit and loopback tests.
+# configuration (the macOS code paths) and runs its unit and loopback tests,
+# then the libFuzzer harnesses (clang) for 20 s each.
 # Exits non-zero on any failure.
 # Tests that need root or a kernel feature skip with a reason when it is absent.
 set -euo pipefail
@@ -48,4 +49,20 @@ if ! ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 \
 	status=1
 fi
 dev_intact || { echo "!!! a test of the portable build damaged /dev (see above)"; status=1; }
+# Fourth build: the libFuzzer harnesses (tests/fuzz) with clang, coverage and
+# ASan+UBSan, only the library objects they need; each harness fuzzes 20 s from
+# its seed corpus, two at a time (about 2 minutes), failing on any crash, leak,
+# UB report or hang.
+dir=build/fuzz
+echo "=== build (fuzz, clang)"
+if CC=clang cmake -S . -B "$dir" -DMESHRUN_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+	cmake --build "$dir" --target fuzzers -j "$jobs"; then
+	echo "=== test (fuzz)"
+	if ! ctest --test-dir "$dir" --output-on-failure -j 2 -L fuzz --timeout 300; then
+		status=1
+	fi
+else
+	echo "!!! the fuzz build failed"
+	status=1
+fi
 exit $status
