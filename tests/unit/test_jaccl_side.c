@@ -1,6 +1,7 @@
 /* Unit tests for src/coll/jaccl_side.c: all-gather framing, and the TCP star on loopback with threads. */
 #include "common/compat.h"
 #include "coll/jaccl.h"
+#include "coll/le.h"
 #include "coll/wire.h"
 #include "common/err.h"
 #include "common/timeutil.h"
@@ -233,6 +234,83 @@ static void test_bad_coordinator(void **state)
 	assert_non_null(strstr(err.msg, "MLX_JACCL_COORDINATOR"));
 }
 
+/* A connection to 127.0.0.1:port, retried for 3 s while nobody listens; -1 after that. */
+static int connect_retry(int port)
+{
+	for (int i = 0; i < 300; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons((uint16_t)port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+		close(fd);
+		mr_sleep_ms(10);
+	}
+	return -1;
+}
+
+/*
+ * What another machine can throw at the coordinator port while the job sets
+ * up: 40 slow-loris connections (one byte, then silence; more than the 32
+ * pending slots), garbage, a hello claiming a 65535-byte token and one with
+ * another job's token, all held open. The job's ranks still get in at once:
+ * the oldest pending connections are closed for newcomers, nothing waits
+ * on a silent one.
+ */
+static void test_slow_and_hostile_clients(void **state)
+{
+	static const unsigned char hello[] = "MRNG\x01\x00\xff\xff\x01\x00\x00\x00\x03\x00\x00\x00"
+					     "LCCJ";
+	struct rank_arg a[3];
+	pthread_t t[3];
+	int port = free_port(), fds[43], nfd = 0;
+	unsigned char buf[64];
+
+	(void)state;
+	memset(a, 0, sizeof(a));
+	for (int r = 0; r < 3; r++) {
+		a[r].rank = r;
+		a[r].size = 3;
+		a[r].token = "job-1";
+		snprintf(a[r].coord, sizeof(a[r].coord), "127.0.0.1:%d", port);
+	}
+	assert_int_equal(pthread_create(&t[0], NULL, rank_main, &a[0]), 0);
+	for (int i = 0; i < 40; i++) {
+		fds[nfd] = connect_retry(port);
+		assert_true(fds[nfd] >= 0);
+		assert_true(write(fds[nfd++], "M", 1) == 1);
+	}
+	fds[nfd] = connect_retry(port);
+	assert_true(write(fds[nfd++], "GET / HTTP/1.0\r\n\r\n", 18) == 18);
+	memcpy(buf, hello, 20);
+	mr_put_le32(buf + 16, MR_JACCL_HELLO_TAG);
+	buf[20] = 0xff, buf[21] = 0xff, buf[22] = 0, buf[23] = 0; /* token length 65535 */
+	fds[nfd] = connect_retry(port);
+	assert_true(write(fds[nfd++], buf, 24) == 24);
+	buf[20] = 5, buf[21] = 0;
+	memcpy(buf + 24, "job-2", 5);
+	fds[nfd] = connect_retry(port);
+	assert_true(write(fds[nfd++], buf, 29) == 29);
+
+	int64_t start = mr_now_ms();
+	for (int r = 1; r < 3; r++)
+		assert_int_equal(pthread_create(&t[r], NULL, rank_main, &a[r]), 0);
+	for (int r = 0; r < 3; r++) {
+		pthread_join(t[r], NULL);
+		if (a[r].rc != 0)
+			fail_msg("rank %d: %s", r, a[r].msg);
+		assert_string_equal(a[r].got, "r0r1r2");
+	}
+	int64_t took = mr_now_ms() - start;
+	if (took >= 1900) /* the 2 s hello bound: they waited for a slot to expire */
+		fail_msg("the ranks took %lld ms to get in past the slow connections", (long long)took);
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+}
+
 /* The pure checks of serve() and recv_frame() (fuzzed: tests/fuzz/fuzz_jaccl_side.c). */
 static void test_hello_and_frame_checks(void **state)
 {
@@ -296,6 +374,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blobs_roundtrip),
 		cmocka_unit_test(test_hello_and_frame_checks),
+		cmocka_unit_test(test_slow_and_hostile_clients),
 		cmocka_unit_test(test_star_allgather),
 		cmocka_unit_test(test_foreign_refused),
 		cmocka_unit_test(test_setup_failure_reaches_everyone),

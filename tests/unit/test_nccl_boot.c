@@ -5,9 +5,11 @@
  * fails the test instead of hanging it.
  */
 #include "common/compat.h"
+#include "coll/le.h"
 #include "coll/nccl_boot.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/timeutil.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -314,6 +316,70 @@ static void test_request_decode_bounds(void **state)
 	assert_non_null(strstr(err.msg, "bad magic"));
 }
 
+/* A connection to 127.0.0.1:port, retried for 3 s while nobody listens. */
+static int connect_retry(unsigned port)
+{
+	for (int i = 0; i < 300; i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+		close(fd);
+		usleep(10000);
+	}
+	return -1;
+}
+
+/*
+ * What another machine can throw at rank 0's id server while the job starts:
+ * 40 slow-loris connections (one byte, then silence; more than the 32
+ * pending slots), garbage, a request claiming a 65535-byte token and one
+ * with another job's token claiming rank 1, all held open. The job's ranks
+ * still get the id at once (the oldest pending connections are closed for
+ * newcomers) and the intruder gets no id.
+ */
+static void test_slow_and_hostile_clients(void **state)
+{
+	unsigned port = free_port();
+	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + 16], reply[MR_NCCL_BOOT_REPLY_FIXED];
+	int fds[43], nfd = 0;
+	pid_t pids[3];
+	(void)state;
+
+	pids[0] = start_rank(port, 0, 3, TOKEN, 7, false);
+	for (int i = 0; i < 40; i++) {
+		fds[nfd] = connect_retry(port);
+		assert_true(fds[nfd] >= 0);
+		assert_true(write(fds[nfd++], "M", 1) == 1);
+	}
+	fds[nfd] = connect_retry(port);
+	assert_true(write(fds[nfd++], "GET / HTTP/1.0\r\n\r\n", 18) == 18);
+	size_t n = mr_nccl_boot_req_encode(req, 1, 3, "", 0);
+	req[6] = 0xff, req[7] = 0xff; /* token length 65535 */
+	fds[nfd] = connect_retry(port);
+	assert_true(write(fds[nfd++], req, n) == (ssize_t)n);
+	n = mr_nccl_boot_req_encode(req, 1, 3, "other-job", 9);
+	int intruder = connect_retry(port);
+	assert_true(write(intruder, req, n) == (ssize_t)n);
+	fds[nfd++] = intruder;
+
+	int64_t start = mr_now_ms();
+	for (int r = 1; r < 3; r++)
+		pids[r] = start_rank(port, r, 3, TOKEN, 7, false);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(wait_rank(pids[r]), CHILD_OK);
+	int64_t took = mr_now_ms() - start;
+	if (took >= 1900) /* the 2 s request bound: they waited for a slot to expire */
+		fail_msg("the ranks took %lld ms to get the id past the slow connections", (long long)took);
+	/* the intruder was answered with a refusal (or closed), never the id */
+	ssize_t k = read(intruder, reply, sizeof(reply));
+	if (k == (ssize_t)sizeof(reply))
+		assert_int_not_equal(mr_get_le16(reply + 6), MR_NCCL_BOOT_OK);
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+}
+
 /* The pure halves of serve_conn() and fetch_once() (fuzzed: tests/fuzz/fuzz_nccl_boot.c). */
 static void test_judge_and_reply(void **state)
 {
@@ -358,6 +424,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_decode_bounds),
 		cmocka_unit_test(test_judge_and_reply),
+		cmocka_unit_test(test_slow_and_hostile_clients),
 		cmocka_unit_test(test_missing_vars_named),
 		cmocka_unit_test(test_exchange_2),
 		cmocka_unit_test(test_exchange_4),
