@@ -71,7 +71,8 @@ put("fuzz_opt", argv("meshconfig", "--simulate", "fixtures/ring4", "--backend=ja
 put("fuzz_mlx_hostfile", '[["10.0.0.1:5000","10.0.0.1:5001"],["10.0.0.2:5000","10.0.0.2:5001"]]')
 put("fuzz_mlx_hostfile", '["127.0.0.1:32323", "127.0.0.1:32324", "127.0.0.1:32325"]')
 put("fuzz_mlx_hostfile", '[["[::1]:5000"],["[fe80::1]:5001"]]')
-put("fuzz_mlx_hostfile", "10.0.0.1:5000")
+for v in ("10.0.0.1:5000", "[::1]:65535", "3", "1.5", "500ms", "512K", "256M", "system", "0123456789abcdef0123456789abcdef"):
+    put("fuzz_mlx_hostfile", v)
 
 put("fuzz_ibv_matrix", '[[null,"rdma_en2","rdma_en3"],["rdma_en2",null,"rdma_en4"],["rdma_en3","rdma_en4",null]]')
 put("fuzz_ibv_matrix", '[[null,["rdma_en2","rdma_en3"],null,["rdma_en4","rdma_en5"]],'
