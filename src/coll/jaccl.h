@@ -105,7 +105,9 @@ void mr_jaccl_split(size_t count, size_t parts, size_t i, size_t *off, size_t *n
 
 /*
  * Rank 0 serves a TCP star on the coordinator address; every other rank
- * connects (retrying with backoff until the deadline). Each connection starts
+ * connects (retrying with backoff until the deadline, also when rank 0
+ * closes the connection before its answer: it closes the oldest of too
+ * many unauthenticated connections, see jaccl_side.c's serve()). Each connection starts
  * with the ring backend's hello (coll/wire.h: magic, version, rank, size, job
  * token) with lane MR_LANE_P2P and nconn MR_JACCL_HELLO_TAG, so a ring-backend
  * connection, a stray client or another job is refused. After that, frames

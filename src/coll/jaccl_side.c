@@ -258,6 +258,7 @@ static void tune(int fd, int64_t timeout_ms)
 struct gate_conn {
 	int fd;                          /* -1: free slot */
 	int64_t since;
+	uint64_t seq;                    /* accept order: the lowest is the oldest */
 	size_t have;
 	unsigned char buf[MR_HELLO_MAX];
 };
@@ -298,6 +299,7 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		 struct meshrun_err *err)
 {
 	int one = 1, lfd, rc = 0, have = 0;
+	uint64_t accepted = 0;
 	unsigned char out[MR_HELLO_MAX];
 	size_t outlen;
 	char last[MESHRUN_ERR_MSG_MAX] = "";
@@ -369,7 +371,7 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		for (int i = 0; i < MAX_PENDING && slot < 0; i++) {
 			if (g[i].fd < 0)
 				slot = i;
-			else if (g[i].since < g[oldest].since)
+			else if (g[i].seq < g[oldest].seq)
 				oldest = i;
 		}
 		if (slot < 0) {
@@ -378,6 +380,7 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		}
 		g[slot].fd = fd;
 		g[slot].since = now;
+		g[slot].seq = ++accepted;
 		g[slot].have = 0;
 	}
 out:
@@ -402,19 +405,26 @@ static int join(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t d
 			return mr_err_sys(err, "jaccl: socket");
 		if (connect(fd, (const struct sockaddr *)&a->sa, a->salen) == 0) {
 			struct mr_hello h;
+			struct meshrun_err e = MESHRUN_ERR_INIT;
 			tune(fd, s->timeout_ms);
-			int rc = write_all(fd, out, outlen, "rank 0", err);
+			int rc = write_all(fd, out, outlen, "rank 0", &e);
 			if (rc == 0)
-				rc = read_hello(fd, &h, deadline, "rank 0 (the coordinator)", err);
+				rc = read_hello(fd, &h, deadline, "rank 0 (the coordinator)", &e);
 			if (rc == 0)
-				rc = mr_hello_check(&h, 0, (uint32_t)s->size, MR_JACCL_HELLO_TAG, s->token, s->token_len, err);
-			if (rc < 0) {
+				rc = mr_hello_check(&h, 0, (uint32_t)s->size, MR_JACCL_HELLO_TAG, s->token, s->token_len, &e);
+			if (rc == 0) {
+				s->fd[0] = fd;
+				return 0;
+			}
+			/* closed before the answer (rank 0 closed it as the oldest of
+			 * many pending connections, or refused our hello): again */
+			if (rc != MESHRUN_E_PEER || mr_ms_left(deadline) == 0) {
 				close(fd);
+				mr_err_set(err, e.code, "%s", e.msg);
 				mr_err_prefix(err, "jaccl: rank %d: coordinator '%s'", s->rank, a->text);
 				return rc;
 			}
-			s->fd[0] = fd;
-			return 0;
+			errno = e.sys_errno ? e.sys_errno : ECONNRESET;
 		}
 		last_errno = errno;
 		close(fd);

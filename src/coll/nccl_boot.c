@@ -229,6 +229,7 @@ int mr_nccl_boot_reply_decode(const unsigned char *hdr, unsigned *status, struct
 struct pending {
 	int fd;                 /* -1: free slot */
 	int64_t since;
+	uint64_t seq;           /* accept order: the lowest is the oldest */
 	size_t have, need;
 	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + MR_NCCL_BOOT_TOKEN_MAX];
 };
@@ -240,6 +241,7 @@ struct serve_state {
 	int left;		/* ranks still to serve */
 	int refused;		/* connections refused so far */
 	char last_refusal[160];
+	uint64_t accepted;	/* connections accepted so far */
 	struct pending pend[MAX_PENDING];
 };
 
@@ -327,7 +329,7 @@ static void serve_accept(struct serve_state *st, int lfd, int64_t now)
 	for (int i = 0; i < MAX_PENDING && slot < 0; i++) {
 		if (st->pend[i].fd < 0)
 			slot = i;
-		else if (st->pend[i].since < st->pend[oldest].since)
+		else if (st->pend[i].seq < st->pend[oldest].seq)
 			oldest = i;
 	}
 	if (slot < 0) {
@@ -336,6 +338,7 @@ static void serve_accept(struct serve_state *st, int lfd, int64_t now)
 	}
 	st->pend[slot].fd = fd;
 	st->pend[slot].since = now;
+	st->pend[slot].seq = ++st->accepted;
 	st->pend[slot].have = 0;
 	st->pend[slot].need = MR_NCCL_BOOT_REQ_FIXED;
 }

@@ -50,6 +50,7 @@ struct pend {
 	enum pstate state;
 	int64_t retry_at;
 	int64_t accepted_at;         /* incoming: when; the hello is due HELLO_WAIT_MS later */
+	uint64_t seq;                /* incoming: accept order (the lowest is the oldest) */
 	int backoff;
 	int last_errno;
 	const struct mr_ring_addr *addr; /* outgoing: where to */
@@ -237,6 +238,7 @@ struct setup {
 	size_t npend, cap;
 	struct pollfd *pfd;          /* the listeners, then one per pend */
 	bool *have_in;               /* per incoming lane: connected already */
+	uint64_t accepted;           /* incoming connections so far */
 	unsigned in_done, out_done;
 };
 
@@ -340,7 +342,7 @@ static size_t free_slot(struct setup *s)
 		struct pend *p = &s->pend[k];
 		if (p->state == P_DEAD)
 			return k;
-		if (p->state == P_RECV && (oldest == s->cap || p->accepted_at < s->pend[oldest].accepted_at))
+		if (p->state == P_RECV && (oldest == s->cap || p->seq < s->pend[oldest].seq))
 			oldest = k;
 	}
 	if (s->npend < s->cap)
@@ -376,6 +378,7 @@ static void setup_accept(struct setup *s, int64_t now)
 			s->pend[slot].fd = fd;
 			s->pend[slot].state = P_RECV;
 			s->pend[slot].accepted_at = now;
+			s->pend[slot].seq = ++s->accepted;
 		}
 	}
 }
