@@ -90,13 +90,17 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 {
 	const char *hostfile = getenv(MR_ENV(MLX_HOSTFILE));
 	const char *which = NULL;
+
+	/* meshrun --mpi-impl meshrun names it so, to keep MLX's own ring away */
+	if (!hostfile || !*hostfile)
+		hostfile = getenv(MR_ENV(MESHRUN_HOSTFILE));
 	int rank = -1, envsize = -1;
 	int rc = mr_env_rank(&rank, &envsize, &which, err);
 
 	if (rc < 0)
 		return rc;
 	if (rc == 0 || !hostfile || !*hostfile)
-		return mr_err_set(err, MESHRUN_E_BACKEND, "ring: needs MLX_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK) and MLX_HOSTFILE, got MLX_RANK='%s' MLX_HOSTFILE='%s'", getenv(MR_ENV(MLX_RANK)) ? getenv(MR_ENV(MLX_RANK)) : "", hostfile ? hostfile : "");
+		return mr_err_set(err, MESHRUN_E_BACKEND, "ring: needs MLX_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK) and MLX_HOSTFILE (or MESHRUN_HOSTFILE), got MLX_RANK='%s' MLX_HOSTFILE='%s'", getenv(MR_ENV(MLX_RANK)) ? getenv(MR_ENV(MLX_RANK)) : "", hostfile ? hostfile : "");
 
 	struct mr_ring *r = calloc(1, sizeof(*r));
 	if (!r)

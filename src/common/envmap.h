@@ -21,12 +21,12 @@
 #define MR_ENVMAP_H
 
 #define MESHRUN_ENV_MAP(X)                                                                      \
-	X(MLX_RANK, "all but mpi", "all",                                                       \
+	X(MLX_RANK, "all but mpi (Open MPI)", "all",                                            \
 	  "the rank, 0..N-1, in hostfile order",                                                \
 	  "this rank; else `OMPI_COMM_WORLD_RANK` (mpirun; it wins over SLURM_PROCID, which "   \
 	  "mpirun inside an allocation passes on from its node daemon), else `SLURM_PROCID` "   \
 	  "(srun); `OMPI_COMM_WORLD_SIZE` / `SLURM_NTASKS` give the size")                      \
-	X(MESHRUN_JOB_TOKEN, "all but mpi", "ring, jaccl, nccl",                                \
+	X(MESHRUN_JOB_TOKEN, "all but mpi (Open MPI)", "ring, jaccl, nccl",                     \
 	  "32 hex digits, random per job; libmeshrun's hello carries it so a stray or foreign " \
 	  "connection is refused",                                                              \
 	  "the job token above; absent: no check")                                              \
@@ -35,7 +35,11 @@
 	  "at `--starting-port`, +1 per IP and per connection (`--connections-per-ip`)",        \
 	  "the per-rank address lists above (the flat list form other tools write is accepted " \
 	  "too)")                                                                               \
-	X(MLX_RING_VERBOSE, "ring", "ring", "`1` with `--verbose`",                             \
+	X(MESHRUN_HOSTFILE, "mpi (`--mpi-impl meshrun`)", "ring",                                \
+	  "as `MLX_HOSTFILE`, which stays unset so that MLX's `init()` with \"any\" skips its " \
+	  "own ring and reaches its mpi backend (libmeshrun-mpi)",                              \
+	  "the ring's hostfile when `MLX_HOSTFILE` is unset")                                   \
+	X(MLX_RING_VERBOSE, "ring, mpi (`--mpi-impl meshrun`)", "ring", "`1` with `--verbose`", \
 	  "log connection set-up on stderr")                                                    \
 	X(MLX_JACCL_COORDINATOR, "jaccl, jaccl-ring", "jaccl",                                  \
 	  "`<rank 0's first ip>:<--starting-port>`",                                            \
@@ -73,8 +77,12 @@
 	  "set by `meshsim up --pretend-rdma` on simulated hosts: the error for a missing RDMA " \
 	  "device names that flag")                                                             \
 	X(MLX_NCCL_TIMEOUT, "", "nccl", "", "how long to wait for rank 0's id")                 \
-	X(MLX_MPI_LIBNAME, "", "mpi", "",                                                       \
-	  "the libmpi to dlopen (default `libmpi.so`, then `libmpi.so.40`)")                    \
+	X(MLX_MPI_LIBNAME, "mpi (`--mpi-impl meshrun`)", "mpi",                                 \
+	  "libmeshrun-mpi's path: `<meshrun's prefix>/lib/libmeshrun-mpi.so` (`.dylib` on "     \
+	  "macOS; the build tree's lib/ for a meshrun run from it), unless the hostfile's envs " \
+	  "or `--env` set it",                                                                  \
+	  "the libmpi to dlopen (default `libmpi.so`, then `libmpi.so.40`); MLX's mpi backend " \
+	  "opens it too")                                                                       \
 	X(PMI_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")            \
 	X(PMI_SIZE, "", "mpi", "", "whether the process runs under an MPI launcher")            \
 	X(PMIX_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")           \

@@ -186,6 +186,17 @@ static int need_rank0_ip(const struct mr_hostfile *hf, const char *backend,
 			  backend, hf->nhosts ? hf->hosts[0].ssh : "?");
 }
 
+/* Does env (the user's "K=V" list) set name? */
+static bool user_sets(const struct mr_strvec *env, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; env && i < env->nr; i++)
+		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
+			return true;
+	return false;
+}
+
 static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
 			 struct mr_launch_env *e, struct meshrun_err *err)
 {
@@ -248,6 +259,17 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 			}
 		break;
 	case MR_BACKEND_MPI:
+		if (!o->mpi_libname) /* Open MPI: mpirun sets everything */
+			break;
+		if ((rc = mr_launch_ring_json(hf, o->starting_port, o->connections_per_ip, &b, err)) < 0)
+			break;
+		if ((o->verbose && mr_strvec_setenv(&e->common, MR_ENV(MLX_RING_VERBOSE), "1") < 0) ||
+		    (!user_sets(o->user_env, MR_ENV(MLX_MPI_LIBNAME)) &&
+		     mr_strvec_setenv(&e->common, MR_ENV(MLX_MPI_LIBNAME), o->mpi_libname) < 0)) {
+			rc = nomem(err);
+			break;
+		}
+		rc = add_file(e, MR_ENV(MESHRUN_HOSTFILE), "hostfile.json", &b, err);
 		break;
 	default:
 		rc = mr_err_set(err, MESHRUN_E_USAGE, "unknown backend %d", (int)o->backend);
@@ -276,8 +298,9 @@ int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env
 	if ((rc = build_backend(hf, o, &e, err)) < 0)
 		goto out_release;
 	/* mpi: mpirun numbers the ranks and libmeshrun's mpi backend has no hello to
-	 * check a token with (docs/contracts.md: MLX_RANK and the token, all but mpi) */
-	if (o->backend != MR_BACKEND_MPI) {
+	 * check a token with (docs/contracts.md: MLX_RANK and the token, all but mpi);
+	 * libmeshrun-mpi (mpi_libname) runs on libmeshrun's ring and needs both */
+	if (o->backend != MR_BACKEND_MPI || o->mpi_libname) {
 		for (size_t r = 0; r < e.nranks; r++) {
 			if (mr_strvec_pushf(&e.per_rank[r], "%s=%zu", MR_ENV(MLX_RANK), r) < 0 ||
 			    (o->job_token &&

@@ -20,6 +20,11 @@
  *                CUDA_VISIBLE_DEVICES=<rank % repeat>.
  *   mpi          no per-rank variables and no job token: mpirun numbers the ranks;
  *                the variables go to mpirun as "-x K=V" (mr_launch_mpi_argv).
+ *   mpi with     (--mpi-impl meshrun: libmeshrun-mpi, no mpirun) as ring, with
+ *   mpi_libname  MESHRUN_HOSTFILE=<file> instead of MLX_HOSTFILE, which stays
+ *                unset so that MLX's init("any") skips its own ring and opens
+ *                MLX_MPI_LIBNAME=<mpi_libname> (unless the user's env sets it),
+ *                plus MLX_RANK and the job token.
  *
  * A file is written once per host (the launcher decides where); its content is
  * MLX's `echo CONTENT > file`, i.e. the JSON text plus "\n".
@@ -57,6 +62,7 @@ struct mr_launch_env_opts {
 	bool verbose;
 	const char *job_token;  /* MESHRUN_JOB_TOKEN; NULL: not set */
 	const struct mr_strvec *user_env; /* "K=V" from --env (after the hostfile's envs) */
+	const char *mpi_libname; /* mpi: libmeshrun-mpi's path (--mpi-impl meshrun); NULL: Open MPI */
 };
 
 #define MR_LAUNCH_MAX_FILES 2

@@ -38,6 +38,8 @@
 #include "launch/extern.h"
 #include "meshrun/err.h"
 
+#include <limits.h>
+
 enum { MR_LAUNCH_EXIT_USAGE = 2, MR_LAUNCH_EXIT_TIMEOUT = 124, MR_LAUNCH_EXIT_FAIL = 255 };
 
 enum mr_stdin_mode { MR_STDIN_ALL = 0, MR_STDIN_RANK0, MR_STDIN_NONE };
@@ -55,6 +57,8 @@ struct mr_launch_opts {
 	int connections_per_ip;     /* --connections-per-ip (1) */
 	int nccl_port;              /* --nccl-port (12345) */
 	struct mr_strvec mpi_args;  /* --mpi-arg */
+	const char *mpi_impl;       /* --mpi-impl openmpi|meshrun (NULL: openmpi) */
+	const char *self;           /* argv[0]: finds libmeshrun-mpi next to us (plan.c) */
 	bool verbose;               /* --verbose */
 	bool verify_script;         /* unset by --no-verify-script */
 	bool tag_output;            /* --tag-output */
@@ -76,6 +80,7 @@ struct mr_launch_plan {
 	struct mr_launch_env env;
 	bool all_local;              /* every host is 127.0.0.1/localhost/::1 */
 	enum mr_launcher launcher;   /* who starts the ranks (extern.h) */
+	char mpi_libname[PATH_MAX];  /* --mpi-impl meshrun: libmeshrun-mpi's path; "" otherwise */
 };
 
 void mr_launch_opts_init(struct mr_launch_opts *o);

@@ -29,6 +29,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN); /* a closed stdout is EPIPE, handled where we write */
 	mr_log_init_from_env();
 	mr_launch_opts_init(&o);
+	o.self = argv[0];
 	rc = mr_launch_parse(argc, argv, &o, &err);
 	if (rc == MR_OPT_HELP || rc == MR_OPT_VERSION) {
 		if (rc == MR_OPT_HELP)

@@ -35,6 +35,8 @@
 			     "1", "ring: connections per IP address"),                          \
 		MR_OPT_INT_D(0, "nccl-port", &(o)->nccl_port, "PORT", 1, 65535, "12345",        \
 			     "nccl: port of rank 0"),                                           \
+		MR_OPT_CHOICE(0, "mpi-impl", &(o)->mpi_impl, "openmpi|meshrun",                 \
+			      "mpi: the MPI library the ranks load: openmpi (default: Open MPI's, ranks started by mpirun) or meshrun (libmeshrun-mpi: meshrun starts the ranks as for ring, no mpirun)"), \
 		MR_OPT_LIST(0, "mpi-arg", &(o)->mpi_args, "ARGS",                               \
 			    "mpi: arguments passed to mpirun (split as a shell would; repeatable)"), \
 		MR_OPT_GROUP("Command"),                                                        \

@@ -255,6 +255,56 @@ static int need_rdma_matrix(const struct mr_launch_opts *o, const struct mr_laun
 			  o->hostfile, b, b, o->hostfile);
 }
 
+#ifndef MESHRUN_MPI_SHIM_NAME /* the build defines them (src/launch/CMakeLists.txt) */
+#define MESHRUN_MPI_SHIM_NAME "libmeshrun-mpi.so"
+#define MESHRUN_INSTALL_LIBDIR "lib"
+#define MESHRUN_MPI_SHIM_INSTALLED "/usr/local/lib/libmeshrun-mpi.so"
+#endif
+
+/*
+ * libmeshrun-mpi for --mpi-impl meshrun: next to the meshrun that runs, in
+ * <its prefix>/<libdir>/ (installed) or <build>/lib/ (the build tree, where
+ * programs land in bin/ and libraries in lib/), else where `cmake --install`
+ * puts it. Ranks on other hosts need it at the same path (or --env
+ * MLX_MPI_LIBNAME=...).
+ */
+static void find_mpi_shim(const char *self, char *out, size_t cap)
+{
+	static const char *const libdirs[] = { MESHRUN_INSTALL_LIBDIR, "lib" };
+	char *found = self && !strchr(self, '/') ? mr_which(self, NULL) : NULL;
+	char real[PATH_MAX];
+	struct stat st;
+
+	snprintf(out, cap, "%s", MESHRUN_MPI_SHIM_INSTALLED);
+	if (self && realpath(found ? found : self, real)) {
+		char *slash = strrchr(real, '/'); /* .../bin/meshrun -> .../bin */
+		if (slash)
+			*slash = '\0';
+		slash = strrchr(real, '/'); /* -> the prefix */
+		if (slash)
+			*slash = '\0';
+		for (size_t i = 0; slash && i < ARRAY_SIZE(libdirs); i++) {
+			char p[PATH_MAX + 64];
+			snprintf(p, sizeof(p), "%s/%s/%s", real, libdirs[i], MESHRUN_MPI_SHIM_NAME);
+			if (stat(p, &st) == 0 && strlen(p) < cap) {
+				snprintf(out, cap, "%s", p);
+				break;
+			}
+		}
+	}
+	free(found);
+}
+
+/* --mpi-impl: "" / NULL / openmpi -> false, meshrun -> true */
+static int pick_mpi_impl(const struct mr_launch_opts *o, enum mr_backend b, bool *shim,
+			 struct meshrun_err *err)
+{
+	*shim = o->mpi_impl && !strcmp(o->mpi_impl, "meshrun");
+	if (*shim && b != MR_BACKEND_MPI)
+		return mr_err_set(err, MESHRUN_E_USAGE, "--mpi-impl meshrun: only with --backend mpi (the backend is %s)", mr_backend_name(b));
+	return 0;
+}
+
 int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		   struct meshrun_err *err)
 {
@@ -302,9 +352,19 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	plan->backend = (enum mr_backend)b;
 	if ((rc = need_rdma_matrix(o, plan, err)) < 0)
 		goto out_release;
-	if ((rc = mr_launch_pick_launcher(o->launcher, getenv("MESHRUN_LAUNCHER"), getenv("SLURM_JOB_ID"),
-					  plan->backend, &plan->launcher, err)) < 0)
+	bool shim = false;
+	if ((rc = pick_mpi_impl(o, plan->backend, &shim, err)) < 0)
 		goto out_release;
+	/* libmeshrun-mpi runs on libmeshrun's ring: its ranks start as ring's do */
+	if ((rc = mr_launch_pick_launcher(o->launcher, getenv("MESHRUN_LAUNCHER"), getenv("SLURM_JOB_ID"),
+					  shim ? MR_BACKEND_RING : plan->backend, &plan->launcher, err)) < 0)
+		goto out_release;
+	if (shim && plan->launcher == MR_LAUNCHER_MPIRUN) {
+		rc = mr_err_set(err, MESHRUN_E_USAGE, "--mpi-impl meshrun: the ranks load libmeshrun-mpi, which mpirun cannot start (use --launcher meshrun or srun)");
+		goto out_release;
+	}
+	if (shim)
+		find_mpi_shim(o->self, plan->mpi_libname, sizeof(plan->mpi_libname));
 	plan->stdin_mode = !strcmp(o->stdin_mode, "0")	  ? MR_STDIN_RANK0
 			   : !strcmp(o->stdin_mode, "none") ? MR_STDIN_NONE
 							    : MR_STDIN_ALL;
@@ -334,6 +394,7 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	eo.verbose = o->verbose;
 	eo.job_token = plan->token;
 	eo.user_env = &plan->envs;
+	eo.mpi_libname = plan->mpi_libname[0] ? plan->mpi_libname : NULL;
 	if ((rc = mr_launch_env_build(plan->hf, &eo, &plan->env, err)) < 0)
 		goto out_release;
 	return 0;

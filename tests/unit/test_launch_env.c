@@ -349,6 +349,37 @@ static void test_mpi(void **state)
 	mr_hostfile_free(hf);
 }
 
+/* --mpi-impl meshrun: ring's variables with the hostfile as MESHRUN_HOSTFILE (so
+ * MLX's init("any") does not take its own ring) and MLX_MPI_LIBNAME, which the
+ * user's env may set instead (issue 18) */
+static void test_mpi_meshrun_impl(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hostfile *hf = hf_parse(
+		"[{\"ssh\": \"127.0.0.1\", \"ips\": [\"127.0.0.1\"]},"
+		"{\"ssh\": \"127.0.0.1\", \"ips\": [\"127.0.0.1\"]}]");
+	struct mr_launch_env_opts o = opts_for(MR_BACKEND_MPI);
+	struct mr_strvec user = MR_STRVEC_INIT;
+	struct mr_launch_env e;
+
+	(void)state;
+	o.mpi_libname = "/p/lib/libmeshrun-mpi.so";
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	assert_string_equal(e.files[0].content, "[[\"127.0.0.1:32323\"], [\"127.0.0.1:32324\"]]\n");
+	check_rank_env(&e, 1, "/d",
+		       "MLX_MPI_LIBNAME=/p/lib/libmeshrun-mpi.so;MESHRUN_HOSTFILE=/d/hostfile.json;MLX_RANK=1;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+
+	mr_strvec_push(&user, "MLX_MPI_LIBNAME=/mine.so");
+	o.user_env = &user;
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	check_rank_env(&e, 0, "/d",
+		       "MLX_MPI_LIBNAME=/mine.so;MESHRUN_HOSTFILE=/d/hostfile.json;MLX_RANK=0;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+	mr_strvec_release(&user);
+	mr_hostfile_free(hf);
+}
+
 static void test_shlex_errors(void **state)
 {
 	static const char *const bad[] = { "a 'b", "\"x", "tail\\" };
@@ -390,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_nccl),
 		cmocka_unit_test(test_env_names),
 		cmocka_unit_test(test_mpi),
+		cmocka_unit_test(test_mpi_meshrun_impl),
 		cmocka_unit_test(test_shlex_errors),
 		cmocka_unit_test(test_backend_names),
 	};

@@ -15,6 +15,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#ifdef __APPLE__
+#define MESHRUN_MPI_SHIM_NAME_FOR_TEST "libmeshrun-mpi.dylib"
+#else
+#define MESHRUN_MPI_SHIM_NAME_FOR_TEST "libmeshrun-mpi.so"
+#endif
+
 #define ARGV(...) ((char *[]){ "meshrun", __VA_ARGS__, NULL })
 
 static int argc_of(char **argv)
@@ -182,6 +188,62 @@ static void test_plan_hosts(void **state)
 	plan_of(ARGV("--env", "1X=2", "true"), &o, &p, MESHRUN_E_USAGE, "--env");
 }
 
+/* --mpi-impl meshrun: meshrun starts the ranks, libmeshrun-mpi found next to
+ * the meshrun that runs (<prefix>/bin/meshrun -> <prefix>/lib/) (issue 18) */
+static void test_plan_mpi_impl(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+	char prefix[] = "/tmp/test_launch_plan_shim.XXXXXX", path[PATH_MAX + 64];
+
+	(void)state;
+	unsetenv("SLURM_JOB_ID");
+	unsetenv("MESHRUN_LAUNCHER");
+	assert_non_null(mkdtemp(prefix));
+	snprintf(path, sizeof(path), "%s/bin", prefix);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/lib", prefix);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/lib/%s", prefix, MESHRUN_MPI_SHIM_NAME_FOR_TEST);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	char self[PATH_MAX + 64];
+	snprintf(self, sizeof(self), "%s/bin/meshrun", prefix);
+
+	plan_of(ARGV("-n", "2", "--backend", "mpi", "--mpi-impl", "meshrun", "true"), &o, &p, 0, NULL);
+	assert_int_equal(p.launcher, MR_LAUNCHER_MESHRUN);
+	assert_non_null(strstr(p.mpi_libname, MESHRUN_MPI_SHIM_NAME_FOR_TEST)); /* argv[0] "meshrun": not ours */
+	done(&o, &p);
+	assert_int_equal(parse(ARGV("-n", "2", "--backend", "mpi", "--mpi-impl", "meshrun", "true"), &o,
+			       &(struct meshrun_err)MESHRUN_ERR_INIT), MR_OPT_OK);
+	o.self = self; /* realpath needs the program itself: make it */
+	f = fopen(self, "w");
+	assert_non_null(f);
+	fclose(f);
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	assert_int_equal(mr_launch_plan(&o, &p, &err), 0);
+	assert_string_equal(p.mpi_libname, path);
+	done(&o, &p);
+
+	plan_of(ARGV("--backend", "ring", "--mpi-impl", "meshrun", "true"), &o, &p, MESHRUN_E_USAGE,
+		"--mpi-impl meshrun: only with --backend mpi");
+	plan_of(ARGV("--backend", "mpi", "--mpi-impl", "meshrun", "--launcher", "mpirun", "true"), &o, &p,
+		MESHRUN_E_USAGE, "mpirun cannot start");
+	/* Open MPI (the default) still goes to mpirun */
+	plan_of(ARGV("--backend", "mpi", "true"), &o, &p, 0, NULL);
+	assert_int_equal(p.launcher, MR_LAUNCHER_MPIRUN);
+	assert_string_equal(p.mpi_libname, "");
+	done(&o, &p);
+	unlink(self);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/lib", prefix);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/bin", prefix);
+	rmdir(path);
+	rmdir(prefix);
+}
+
 static void test_plan_hostfile(void **state)
 {
 	struct mr_launch_opts o;
@@ -332,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_plan_hosts),
+		cmocka_unit_test(test_plan_mpi_impl),
 		cmocka_unit_test(test_plan_hostfile),
 		cmocka_unit_test(test_plan_python),
 		cmocka_unit_test(test_print_python),
