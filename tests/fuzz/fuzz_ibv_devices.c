@@ -3,6 +3,7 @@
  * host: every name kept starts with "rdma_".
  */
 #include "fuzz.h"
+#include "common/shquote.h"
 #include "common/strvec.h"
 #include "topo/topo.h"
 
@@ -16,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_check_err(rc, &err, "mr_topo_parse_ibv_devices");
 	if (rc == 0)
 		for (size_t i = 0; i < devs.nr; i++)
-			FUZZ_ASSERT(strncmp(devs.v[i], "rdma_", 5) == 0);
+			FUZZ_ASSERT(strncmp(devs.v[i], "rdma_", 5) == 0 && mr_is_ifname(devs.v[i] + 5));
 	mr_strvec_release(&devs);
 	free(text);
 	return 0;

@@ -6,6 +6,7 @@
  */
 #include "fuzz.h"
 #include "common/compat.h"
+#include "common/shquote.h"
 #include "topo/topo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -20,6 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		for (size_t i = 0; i < hp.nr; i++) {
 			FUZZ_ASSERT(hp.v[i].port && hp.v[i].device);
+			/* device names end up in ifconfig/route command lines */
+			FUZZ_ASSERT(mr_is_ifname(hp.v[i].device));
 			FUZZ_ASSERT(mr_topo_hwports_find(&hp, hp.v[i].port) != NULL);
 		}
 		(void)mr_topo_hwports_find(&hp, "Thunderbolt 1");

@@ -6,6 +6,7 @@
  * can be found), finished, checked for a mesh and drawn as DOT.
  */
 #include "fuzz.h"
+#include "common/shquote.h"
 #include "topo/topo.h"
 
 static const char hwports[] =
@@ -29,8 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = mr_topo_parse_host("h1", (const char *)data, size, hwports, ibv, &h, &err);
 	fuzz_check_err(rc, &err, "mr_topo_parse_host");
 	if (rc == 0) {
-		for (size_t i = 0; i < h.nports; i++)
+		for (size_t i = 0; i < h.nports; i++) {
 			FUZZ_ASSERT(h.ports[i].ifname && h.ports[i].receptacle);
+			FUZZ_ASSERT(mr_is_ifname(h.ports[i].ifname));
+		}
 	}
 	mr_topo_host_release(&h);
 	if (rc < 0)

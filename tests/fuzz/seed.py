@@ -53,6 +53,9 @@ put("fuzz_ssh_config", "Match all\n  User u\nMatch host x\n  Port 1\nHost m?.exa
 put("fuzz_ssh_config", "Host alice@h2 10.0.0.*\n\tHostName=\"quoted name\"\n\tPort \"22\"\n"
     "\tStrictHostKeyChecking yes\n\tIdentityFile ~alice/id\n\tIdentityFile ~root/id\n")
 
+for dest in ("alice@m1", "root@10.0.0.1", "fe80::1", "-oProxyCommand=x", "a@b@c", "m1.example"):
+    put("fuzz_ssh_config", dest + "\nHost m1\n  HostName 10.0.0.1\n")
+
 def argv(tool, *args):
     return bytes([0 if tool == "meshrun" else 1]) + b"\0".join(a.encode() for a in args)
 put("fuzz_opt", argv("meshrun", "--hostfile", "h.json", "--backend", "ring", "-n", "2",
