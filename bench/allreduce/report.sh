@@ -47,7 +47,7 @@ END {
 		printf "%d %.6f\n", b, bus > (out "/plot/" f[1] "_n" n ".dat")
 	}
 	cfile = out "/compare.csv"
-	print "ranks,bytes,ours_busbw,openmpi_busbw,gloo_ring_busbw,gloo_chunked_busbw,best_other,ours_over_best,tcpraw_busbw,ours_over_raw,ours_us,openmpi_us,ours_us_over_openmpi,meshrun_mpi_busbw,meshrun_mpi_over_openmpi" > cfile
+	print "ranks,bytes,ours_busbw,openmpi_busbw,gloo_ring_busbw,gloo_chunked_busbw,best_other,ours_over_best,tcpraw_busbw,ours_over_raw,ours_us,openmpi_us,ours_us_over_openmpi,meshrun_mpi_busbw,meshrun_mpi_over_openmpi,mlx_shim_busbw,mlx_openmpi_busbw,mlx_shim_over_ours,mlx_shim_over_mlx_openmpi" > cfile
 	printf "\n%-5s %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s %9s %7s\n", "ranks", "size",
 	       "ours", "openmpi", "gloo-ring", "gloo-chk", "tcp-raw", "x best", "", "%raw",
 	       "ours us", "ompi us", "lat x", "mr-mpi", "x ompi"
@@ -66,13 +66,19 @@ END {
 		g2 = busbw["gloo-ring-chunked" SUBSEP n SUBSEP b] + 0
 		raw = busbw["tcp-raw" SUBSEP n SUBSEP b] + 0
 		mm = busbw["meshrun-mpi" SUBSEP n SUBSEP b] + 0
+		xs = busbw["mlx-shim" SUBSEP n SUBSEP b] + 0
+		xo = busbw["mlx-openmpi" SUBSEP n SUBSEP b] + 0
 		best = m; if (g1 > best) best = g1; if (g2 > best) best = g2
 		ot = med["ours" SUBSEP n SUBSEP b] * 1e6; mt = med["openmpi" SUBSEP n SUBSEP b] * 1e6
 		printf "%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", n, b, fmt_bw(o), fmt_bw(m), fmt_bw(g1),
 		       fmt_bw(g2), fmt_bw(best), fmt_ratio(o, best), fmt_bw(raw),
 		       ((o > 0 && raw > 0) ? sprintf("%.1f", 100 * o / raw) : "-"),
 		       (ot > 0 ? sprintf("%.1f", ot) : "-"), (mt > 0 ? sprintf("%.1f", mt) : "-"),
-		       fmt_ratio(ot, mt), fmt_bw(mm), fmt_ratio(mm, m) > cfile
+		       fmt_ratio(ot, mt), fmt_bw(mm), fmt_ratio(mm, m), fmt_bw(xs), fmt_bw(xo),
+		       fmt_ratio(xs, o), fmt_ratio(xs, xo) > cfile
+		mlxrow[n, b] = sprintf("%-5d %-6s %9s %9s %9s %9s %9s", n, human(b), fmt_bw(xs), fmt_bw(xo),
+		       fmt_bw(o), fmt_ratio(xs, o), fmt_ratio(xs, xo))
+		if (xs > 0 || xo > 0) have_mlx = 1
 		printf "%-5d %-6s %9s %9s %9s %9s %9s %7s %9s %7s %11s %11s %7s %9s %7s\n", n, human(b), fmt_bw(o),
 		       fmt_bw(m), fmt_bw(g1), fmt_bw(g2), fmt_bw(raw), fmt_ratio(o, best), "",
 		       ((o > 0 && raw > 0) ? sprintf("%.0f%%", 100 * o / raw) : "-"),
@@ -82,6 +88,11 @@ END {
 	print "\nx best: ours / best of openmpi, gloo-ring, gloo-ring-chunked (busbw); %raw: ours / tcp-raw;"
 	print "lat x: ours / openmpi median time per operation (lower is better);"
 	print "mr-mpi: the mpi backend of libmeshrun (Open MPI underneath); x ompi: its busbw / the openmpi busbw (about 1)."
+	if (have_mlx) {
+		printf "\nMLX mpi backend pattern (bench-ar-mlxmpi), busbw GB/s:\n%-5s %-6s %9s %9s %9s %9s %9s\n", "ranks", "size", "mlx-shim", "mlx-ompi", "ours", "x ours", "x ompi"
+		for (i = 1; i <= nr; i++) for (j = 1; j <= ns; j++) print mlxrow[rl[i], sl[j]]
+		print "mlx-shim: through libmeshrun-mpi (libmeshrun ring); mlx-ompi: through the libmpi of Open MPI; x ours: mlx-shim / ours; x ompi: mlx-shim / mlx-ompi."
+	}
 }' <(mkdir -p "$out/plot" && rm -f "$out"/plot/*.dat && cat "$out/raw.csv")
 
 if command -v gnuplot >/dev/null; then

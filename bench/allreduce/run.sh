@@ -5,7 +5,8 @@
 #
 #   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
 #       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
-#       [--peers ours,openmpi,meshrun-mpi,gloo,tcp-raw] [--conns 1] [--no-deps]
+#       [--peers ours,openmpi,meshrun-mpi,mlx-shim,mlx-openmpi,gloo,tcp-raw]
+#       [--conns 1] [--no-deps]
 #       [--no-build] [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
@@ -28,7 +29,11 @@
 # Open MPI's MPI_Allreduce through libmeshrun) launched the same way, whose
 # figures should match openmpi's (the same engine); gloo =
 # bench-ar-gloo (FileStore rendezvous, TCP device on the rank's ring address);
-# tcp-raw = bench-tcp-raw. Packages the bench needs (libgloo-dev, gnuplot-nox,
+# tcp-raw = bench-tcp-raw; mlx-shim and mlx-openmpi = bench-ar-mlxmpi, MLX's
+# mpi backend reduced to its dlopen pattern (issue 18), once through
+# libmeshrun-mpi (MLX_MPI_LIBNAME = the build's libmeshrun-mpi, ranks started
+# as for ours, with the same ring settings: libmeshrun's ring underneath) and
+# once through Open MPI's libmpi.so (ranks started as for openmpi). Packages the bench needs (libgloo-dev, gnuplot-nox,
 # g++, socat) are installed here if missing (--no-deps: don't); none of this
 # is part of the test command.
 #
@@ -75,7 +80,7 @@ passes=2
 out=""
 build=$root/build-bench
 mode=netns
-peers=ours,openmpi,meshrun-mpi,gloo,tcp-raw
+peers=ours,openmpi,meshrun-mpi,mlx-shim,mlx-openmpi,gloo,tcp-raw
 conns=1
 ring_cc=""
 ring_sndbuf=""
@@ -137,7 +142,7 @@ for n in ${ranks_list//,/ }; do
 	[ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "--ranks: $n is not in 2..16"
 done
 for p in ${peers//,/ }; do
-	case $p in ours|openmpi|meshrun-mpi|gloo|tcp-raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
+	case $p in ours|openmpi|meshrun-mpi|mlx-shim|mlx-openmpi|gloo|tcp-raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
 done
 if [ "$mode" = netns ] && [ "$(id -u)" -ne 0 ]; then
 	die "--mode netns needs root (network namespaces); use --mode loopback"
@@ -158,6 +163,7 @@ if [ $do_build = 1 ]; then
 	grep -qw 'bench-ar-mpi' <<<"$known" && targets+=(bench-ar-mpi)
 	grep -qw 'bench-meshrun-mpi' <<<"$known" && targets+=(bench-meshrun-mpi)
 	grep -qw 'bench-ar-gloo' <<<"$known" && targets+=(bench-ar-gloo)
+	grep -qw 'bench-ar-mlxmpi' <<<"$known" && targets+=(bench-ar-mlxmpi meshrun_mpi)
 	cmake --build "$build" -j2 --target "${targets[@]}" >>"$out/cmake.log" 2>&1 ||
 		die "build failed, see $out/cmake.log"
 fi
@@ -172,6 +178,16 @@ fi
 if has_peer meshrun-mpi && { [ ! -x "$bin/bench-meshrun-mpi" ] || ! command -v mpirun >/dev/null; }; then
 	info "libmeshrun's mpi backend cannot be measured (no bench-meshrun-mpi or mpirun): skipping it"
 	peers=${peers//meshrun-mpi/}
+fi
+shim=$build/lib/libmeshrun-mpi.so
+[ -e "$shim" ] || shim=$build/lib/libmeshrun-mpi.dylib
+if has_peer mlx-shim && { [ ! -x "$bin/bench-ar-mlxmpi" ] || [ ! -e "$shim" ]; }; then
+	info "no bench-ar-mlxmpi or libmeshrun-mpi in $build: skipping mlx-shim"
+	peers=${peers//mlx-shim/}
+fi
+if has_peer mlx-openmpi && { [ ! -x "$bin/bench-ar-mlxmpi" ] || ! command -v mpirun >/dev/null; }; then
+	info "no bench-ar-mlxmpi or mpirun: skipping mlx-openmpi"
+	peers=${peers//mlx-openmpi/}
 fi
 if has_peer gloo && [ ! -x "$bin/bench-ar-gloo" ]; then
 	info "Gloo is not available (libgloo-dev): skipping it"
@@ -329,6 +345,8 @@ run_peer_inner() { # peer n
 	info "n=$n pass $pass: $peer"
 	case $peer in
 	ours) MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
+	mlx-shim) MLX_MPI_LIBNAME=$shim MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf \
+		run_ranks mlx-shim "$n" "$bin/bench-ar-mlxmpi" --sizes "$sizes" --repeats "$repeats" --label mlx-shim ;;
 	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" ${ring_sndbuf:+--sndbuf "$ring_sndbuf"} ;;
 	gloo)
 		local store=$out/logs/gloo-store-n$n-p$pass r status=0 s
@@ -348,9 +366,10 @@ run_peer_inner() { # peer n
 		else info "gloo with $n ranks failed (status $status): $(cat "$log".r*.err | head -5)"
 		fi
 		;;
-	openmpi|meshrun-mpi)
+	openmpi|meshrun-mpi|mlx-openmpi)
 		local ifs=10.233.0.0/16 wrap=() st=$out/logs/$peer-state-n$n-p$pass f prog=bench-ar-mpi
 		[ "$peer" = meshrun-mpi ] && prog=bench-meshrun-mpi
+		[ "$peer" = mlx-openmpi ] && prog=bench-ar-mlxmpi # MLX_MPI_LIBNAME unset: libmpi.so, as MLX
 		rm -rf "$st"; mkdir -p "$st"
 		if [ "$mode" = netns ]; then
 			wrap=("$here/mpi_netns_wrap.sh" "${prefix}r" "$st")
