@@ -4,10 +4,12 @@
 
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/spawn.h"
 
 #include <setjmp.h>
 #include <cmocka.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +24,7 @@ static struct mr_ssh_config *parse_ok(const char *text)
 	return cfg;
 }
 
-static void lookup_ok(const struct mr_ssh_config *cfg, const char *alias, struct mr_ssh_host_cfg *h)
+static void lookup_ok(struct mr_ssh_config *cfg, const char *alias, struct mr_ssh_host_cfg *h)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 
@@ -315,6 +317,189 @@ static void test_dest(void **state)
 	mr_ssh_config_free(cfg);
 }
 
+/* Issue 21: the built-in parser names what it skips, in one string. */
+static void test_unsupported_named(void **state)
+{
+	struct mr_ssh_config *cfg;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+
+	(void)state;
+	cfg = parse_ok("Host *\n  ForwardAgent yes\n  BatchMode yes\n  ControlMaster auto\n"
+		       "  forwardagent no\nMatch exec \"true\"\n  User x\n");
+	assert_string_equal(mr_ssh_config_unsupported(cfg), "ForwardAgent, ControlMaster, Match exec");
+	lookup_ok(cfg, "a", &h);
+	assert_null(h.user); /* the Match exec block never applies */
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+	cfg = parse_ok("Host a\n  User u\n");
+	assert_null(mr_ssh_config_unsupported(cfg));
+	mr_ssh_config_free(cfg);
+}
+
+/* Match host/originalhost/user; ProxyJump, ProxyCommand (rest of line, tokens),
+ * IdentityAgent, IdentitiesOnly, CertificateFile, AddressFamily. */
+static void test_match_and_new_keys(void **state)
+{
+	struct mr_ssh_config *cfg;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+
+	(void)state;
+	setenv("HOME", "/home/tester", 1);
+	cfg = parse_ok("Host j*\n  HostName 10.9.0.%h\n"
+		       "Match host 10.9.0.*,!10.9.0.jx user root\n  User matched\n"
+		       "Match originalhost jy\n  Port 2200\n"
+		       "Host *\n  ProxyJump none\n  ProxyCommand  nc -q0 \"%h\" %p  \n"
+		       "  IdentityAgent ~/agent.sock\n  IdentitiesOnly yes\n  CertificateFile ~/c-%r\n"
+		       "  AddressFamily inet\n");
+	lookup_ok(cfg, "root@jy", &h);
+	assert_string_equal(h.user, "root"); /* dest's user wins over the Match's User */
+	assert_int_equal(h.port, 2200);
+	assert_null(h.proxy_jump);
+	assert_null(h.proxy_command); /* ProxyJump none came first: no proxy */
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+
+	setenv("USER", "root", 1);
+	cfg = parse_ok("Host j*\n  HostName 10.9.0.%h\n"
+		       "Match host 10.9.0.*,!10.9.0.jx user root\n  User matched\n"
+		       "Host *\n  ProxyCommand  nc -q0 \"%h\" %p  \n"
+		       "  IdentityAgent ~/agent.sock\n  IdentitiesOnly yes\n  CertificateFile ~/c-%r\n"
+		       "  AddressFamily inet\n");
+	lookup_ok(cfg, "jy", &h);
+	assert_string_equal(h.user, "matched");
+	assert_string_equal(h.proxy_command, "nc -q0 \"10.9.0.jy\" 22");
+	assert_string_equal(h.identity_agent, "/home/tester/agent.sock");
+	assert_true(h.identities_only);
+	assert_string_equal(h.certificate_files.v[0], "/home/tester/c-matched");
+	assert_int_equal(h.address_family, AF_INET);
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "jx", &h);
+	assert_null(h.user); /* negated in the Match host list */
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+
+	cfg = parse_ok("Host b\n  ProxyJump a,root@c:2222\n  IdentityAgent none\n");
+	lookup_ok(cfg, "b", &h);
+	assert_string_equal(h.proxy_jump, "a,root@c:2222");
+	assert_true(h.identity_agent_none);
+	assert_null(h.identity_agent);
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+}
+
+/* Include: globs, relative to ~/.ssh, inside the including block. */
+static void test_include(void **state)
+{
+	char dir[] = "/tmp/mr-sshinc-XXXXXX";
+	char path[512];
+	struct mr_ssh_config *cfg = NULL;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	const char *a = "Host ia\n  HostName 10.0.0.1\n";
+	const char *b = "Port 2022\nHost ib\n  HostName 10.0.0.2\n";
+	const char *top = "Include conf.d/*.conf\nHost ic\n  Include inner\nHost *\n  User last\n";
+	const char *inner = "User inneruser\n";
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	setenv("HOME", dir, 1);
+	unsetenv("MESHRUN_SSH_CONFIG");
+	snprintf(path, sizeof(path), "%s/.ssh", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/conf.d", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/conf.d/a.conf", dir);
+	assert_int_equal(mr_write_file(path, a, strlen(a), 0600, &err), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/conf.d/b.conf", dir);
+	assert_int_equal(mr_write_file(path, b, strlen(b), 0600, &err), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/inner", dir);
+	assert_int_equal(mr_write_file(path, inner, strlen(inner), 0600, &err), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/config", dir);
+	assert_int_equal(mr_write_file(path, top, strlen(top), 0600, &err), 0);
+	assert_int_equal(mr_ssh_config_load(&cfg, NULL, &err), 0);
+	lookup_ok(cfg, "ia", &h);
+	assert_string_equal(h.hostname, "10.0.0.1");
+	assert_int_equal(h.port, 2022); /* b.conf's global line */
+	assert_string_equal(h.user, "last");
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "ib", &h);
+	assert_string_equal(h.hostname, "10.0.0.2");
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "ic", &h);
+	assert_string_equal(h.user, "inneruser"); /* Include inside Host ic */
+	mr_ssh_host_cfg_release(&h);
+	mr_ssh_config_free(cfg);
+
+	/* an include loop ends with an error naming the depth */
+	assert_int_equal(mr_write_file(path, "Include config\n", 15, 0600, &err), 0);
+	assert_int_equal(mr_ssh_config_load(&cfg, NULL, &err), MESHRUN_E_PARSE);
+	assert_non_null(strstr(err.msg, "nested too deep"));
+	mr_err_clear(&err);
+
+	for (const char *f = "conf.d/a.conf\0conf.d/b.conf\0conf.d\0inner\0config\0"; *f; f += strlen(f) + 1) {
+		snprintf(path, sizeof(path), "%s/.ssh/%s", dir, f);
+		if (unlink(path) < 0)
+			rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/.ssh", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
+/* `ssh -G` resolves (where OpenSSH is installed): Match host and tokens come from it. */
+static void test_ssh_g(void **state)
+{
+	char dir[] = "/tmp/mr-sshg-XXXXXX";
+	char path[512];
+	struct mr_ssh_config *cfg = NULL;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	const char *text = "Host g1 g2\n  HostName 10.7.0.%h\n  ProxyCommand nc %h %p\n"
+			   "  IdentityFile /k/%r-%h\n  ForwardX11 no\n"
+			   "Match host 10.7.0.g2\n  User viamatch\n  Port 2202\n";
+	const char *dests[] = { "g1", "g2", "u@g1" };
+	char *ssh = mr_which("ssh", NULL);
+
+	(void)state;
+	if (!ssh) {
+		skip();
+		return;
+	}
+	free(ssh);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/cfg", dir);
+	assert_int_equal(mr_write_file(path, text, strlen(text), 0600, &err), 0);
+	setenv("MESHRUN_SSH_RESOLVER", "ssh", 1);
+	assert_int_equal(mr_ssh_config_load(&cfg, path, &err), 0);
+	assert_non_null(mr_ssh_config_resolver(cfg));
+	mr_ssh_config_prefetch(cfg, dests, ARRAY_SIZE(dests));
+	lookup_ok(cfg, "g2", &h);
+	assert_true(h.from_ssh_g);
+	assert_string_equal(h.hostname, "10.7.0.g2");
+	assert_string_equal(h.user, "viamatch");
+	assert_int_equal(h.port, 2202);
+	assert_string_equal(h.proxy_command, "nc 10.7.0.g2 2202");
+	assert_string_equal(h.identity_files.v[0], "/k/viamatch-10.7.0.g2");
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "u@g1", &h);
+	assert_string_equal(h.user, "u");
+	assert_true(h.user_from_dest);
+	assert_int_equal(h.port, 22);
+	mr_ssh_host_cfg_release(&h);
+	assert_null(mr_ssh_config_unsupported(cfg));
+	mr_ssh_config_free(cfg);
+	/* a broken config: ssh's own message, naming the host */
+	assert_int_equal(mr_write_file(path, "Host x\n  Bogus 1\n", 17, 0600, &err), 0);
+	assert_int_equal(mr_ssh_config_load(&cfg, path, &err), 0);
+	assert_int_equal(mr_ssh_config_lookup(cfg, "x", &h, &err), MESHRUN_E_PARSE);
+	assert_non_null(strstr(err.msg, "ssh -G for 'x' failed"));
+	assert_non_null(strstr(err.msg, "bogus"));
+	mr_ssh_config_free(cfg);
+	setenv("MESHRUN_SSH_RESOLVER", "builtin", 1);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,7 +510,14 @@ int main(void)
 		cmocka_unit_test(test_bad_token),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_dest),
+		cmocka_unit_test(test_unsupported_named),
+		cmocka_unit_test(test_match_and_new_keys),
+		cmocka_unit_test(test_include),
+		cmocka_unit_test(test_ssh_g),
 	};
+
+	/* The built-in parser unless a test asks for `ssh -G`. */
+	setenv("MESHRUN_SSH_RESOLVER", "builtin", 1);
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
