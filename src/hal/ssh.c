@@ -22,6 +22,7 @@
 #include "common/compat.h"
 #include "hal/ssh_impl.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "common/port.h"
 #include "common/shquote.h"
 #include "common/timeutil.h"
@@ -130,15 +131,26 @@ static int add_conn_pollfds(struct ssh_hal *sh, struct mr_pollset *ps, bool mark
 			if (libssh2_session_block_directions(c->s) & LIBSSH2_SESSION_BLOCK_OUTBOUND)
 				ev |= POLLOUT;
 		}
-		if (!ev)
-			continue;
-		if (c->state >= C_HANDSHAKE)
+		if (ev && c->state >= C_HANDSHAKE && !c->via && !c->proxy_pid)
 			(void)mr_tcp_quickack(c->fd); /* cleared by the kernel after each ACK: set it every time */
-		if (mr_pollset_add(ps, c->fd, ev) < 0)
+		if (ev && mr_pollset_add(ps, c->fd, ev) < 0)
 			return MESHRUN_E_NOMEM;
-		if (mark) {
+		if (ev && mark) {
 			c->pidx = ps->nr - 1;
 			c->revents = -1;
+		}
+		/* Tunnels to hosts behind this one: their socketpair ends (stepped after every poll). */
+		for (struct job *j = c->head; j; j = j->next) {
+			short tev = 0;
+
+			if (j->kind != J_TUNNEL || j->tun_fd < 0 || j->st != S_IO)
+				continue;
+			if (!j->in_closed && j->in.len < READ_CHUNK * 8)
+				tev |= POLLIN;
+			if (j->pout.len)
+				tev |= POLLOUT;
+			if (tev && mr_pollset_add(ps, j->tun_fd, tev) < 0)
+				return MESHRUN_E_NOMEM;
 		}
 	}
 	return 0;
@@ -238,12 +250,34 @@ static bool runs_done(struct ssh_hal *sh, void *arg)
 	return true;
 }
 
+/* `ssh -G` for every host not resolved yet, in parallel (cmds or names). */
+static void prefetch(struct ssh_hal *sh, const struct mr_hal_cmd *cmds, const char *const *hosts, size_t n)
+{
+	const char **names;
+	size_t k = 0;
+
+	if (!mr_ssh_config_resolver(sh->cfg) || n < 2)
+		return;
+	names = calloc(n, sizeof(*names));
+	if (!names)
+		return; /* the lookups resolve one by one */
+	for (size_t i = 0; i < n; i++) {
+		const char *h = mr_hal_host_name(cmds ? cmds[i].host : hosts[i]);
+
+		if (!mr_ssh_conn_find(sh, h))
+			names[k++] = h;
+	}
+	mr_ssh_config_prefetch(sh->cfg, names, k);
+	free(names);
+}
+
 static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err)
 {
 	struct ssh_hal *sh = to_ssh_hal(hal);
 	struct mr_buf line = MR_BUF_INIT;
 	int rc = 0;
 
+	prefetch(sh, cmds, NULL, n);
 	for (size_t i = 0; i < n; i++) {
 		struct mr_hal_cmd *cmd = &cmds[i];
 		const char *host = mr_hal_host_name(cmd->host);
@@ -308,6 +342,7 @@ static int ssh_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
 	struct ssh_hal *sh = to_ssh_hal(hal);
 	int failed = 0;
 
+	prefetch(sh, NULL, hosts, n);
 	for (size_t i = 0; i < n; i++) {
 		struct conn *c = NULL;
 
@@ -600,10 +635,25 @@ static void ssh_free(struct mr_hal *hal)
 	}
 	while (hal->procs)
 		proc_forget(to_ssh_proc(hal->procs));
+	/* Hosts behind a jump host before it: their tunnels end with them. */
 	while (sh->conns) {
-		struct conn *c = sh->conns;
+		struct conn **pc = &sh->conns, *c;
 
-		sh->conns = c->next;
+		for (; *pc; pc = &(*pc)->next) {
+			bool used = false;
+
+			for (struct conn *o = sh->conns; o && !used; o = o->next)
+				used = o->via == *pc;
+			if (!used)
+				break;
+		}
+		if (!*pc) /* cannot happen (jumps form no loop); free in list order */
+			pc = &sh->conns;
+		c = *pc;
+		*pc = c->next;
+		for (struct conn *o = sh->conns; o; o = o->next)
+			if (o->via == c)
+				o->via = NULL;
 		mr_ssh_conn_free(c);
 	}
 	mr_pollset_release(&sh->ps);
@@ -666,6 +716,9 @@ int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct m
 		libssh2_exit();
 		return rc;
 	}
+	if (mr_ssh_config_unsupported(sh->cfg))
+		mr_warn("ssh config: without OpenSSH's ssh to resolve hosts, these are not supported and are ignored: %s",
+			mr_ssh_config_unsupported(sh->cfg));
 	*out = &sh->base;
 	return 0;
 }

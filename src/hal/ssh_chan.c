@@ -13,14 +13,21 @@
  *    libssh2_channel_wait_closed() == 0; then an exit signal means a signal,
  *    otherwise the status is real. A transport error before that gives
  *    MESHRUN_E_NOEXIT, never status 0.
+ *  - A tunnel (J_TUNNEL, ProxyJump) is a direct-tcpip channel instead of a
+ *    session: no exec, no MaxSessions slot; its "stdin" is what it reads from
+ *    its socketpair end, its "stdout" goes back there.
  */
 #include "common/compat.h"
 #include "hal/ssh_impl.h"
 #include "common/err.h"
+#include "common/port.h"
 #include "common/timeutil.h"
 
 #include <inttypes.h>
 #include <signal.h>
+#include <unistd.h>
+
+#define TUNNEL_BUF_MAX (1u << 20) /* stop reading a side whose other side lags this much */
 
 static const struct {
 	int sig;
@@ -57,6 +64,8 @@ static int sig_from_name(const char *name)
 
 void mr_ssh_job_free(struct job *j)
 {
+	if (j->kind == J_TUNNEL)
+		mr_ssh_tunnel_gone(j);
 	free(j->cmdline);
 	mr_buf_release(&j->in);
 	mr_buf_release(&j->pre);
@@ -107,7 +116,7 @@ void mr_ssh_job_unlink(struct job *j)
 			c->owner = NULL;
 		if (c->watchdog == j)
 			c->watchdog = NULL;
-		if (j->ch)
+		if (j->ch && j->kind != J_TUNNEL)
 			c->nchan--;
 		j->ch = NULL; /* freed with the session if not freed already */
 		j->conn = NULL;
@@ -124,6 +133,7 @@ struct job *mr_ssh_job_new(enum job_kind kind, const char *cmdline)
 	if (!j)
 		return NULL;
 	j->kind = kind;
+	j->tun_fd = -1;
 	j->cmdline = strdup(cmdline);
 	if (!j->cmdline) {
 		free(j);
@@ -203,7 +213,7 @@ static void sink_out(struct job *j, const char *d, size_t n)
 {
 	if (j->kind == J_RUN && j->cmd)
 		mr_hal_append_capped(&j->cmd->out, d, n);
-	else if (j->kind == J_PROC)
+	else if (j->kind == J_PROC || j->kind == J_TUNNEL)
 		mr_buf_append(&j->pout, d, n);
 }
 
@@ -334,7 +344,48 @@ static void job_ssh_error(struct job *j, int rc, const char *what)
 
 bool mr_ssh_job_throttled(const struct job *j, bool err)
 {
+	if (j->kind == J_TUNNEL)
+		return !err && j->pout.len > TUNNEL_BUF_MAX;
 	return j->kind == J_PROC && (err ? j->perr.len : j->pout.len) > PROC_PENDING_MAX;
+}
+
+/* A tunnel's socketpair end: what the carried connection wrote goes to the
+ * channel (j->in), what came from the channel (j->pout) goes back. */
+static bool tunnel_pump(struct job *j)
+{
+	bool progress = false;
+	char buf[READ_CHUNK];
+
+	while (j->tun_fd >= 0 && !j->in_closed && j->in.len < TUNNEL_BUF_MAX) {
+		ssize_t n = read(j->tun_fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			mr_buf_append(&j->in, buf, (size_t)n);
+			progress = true;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			break;
+		} else { /* the carried connection closed its end */
+			j->in_closed = true;
+			progress = true;
+		}
+	}
+	while (j->tun_fd >= 0 && j->pout.len) {
+		ssize_t n = mr_send_nosig(j->tun_fd, j->pout.p, j->pout.len, MSG_DONTWAIT);
+
+		if (n > 0) {
+			mr_buf_consume(&j->pout, (size_t)n);
+			progress = true;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			break;
+		} else {
+			mr_buf_reset(&j->pout); /* nobody reads any more */
+			j->in_closed = true;
+			break;
+		}
+	}
+	return progress;
 }
 
 /* Returns true on progress; may unlink (and free) j. */
@@ -495,18 +546,25 @@ bool mr_ssh_job_step(struct job *j)
 		}
 		progress = true;
 	}
+	if (j->kind == J_TUNNEL && j->st == S_WAIT && !j->tun_for) {
+		mr_ssh_job_unlink(j); /* its connection went away before it opened */
+		return true;
+	}
 	switch (j->st) {
 	case S_WAIT: {
 		int limit = j->kind == J_KILL || !c->cap_known ? c->chan_cap : c->chan_cap - 1;
 
-		if (c->opener || c->nchan >= limit)
+		if (c->opener || (j->kind != J_TUNNEL && c->nchan >= limit))
 			return progress;
 		c->opener = j;
 		j->st = S_OPEN;
 	}
 		/* fallthrough */
 	case S_OPEN:
-		j->ch = libssh2_channel_open_session(c->s);
+		/* The originator address is not checked by sshd; OpenSSH's ssh -W sends this one. */
+		j->ch = j->kind == J_TUNNEL ? libssh2_channel_direct_tcpip_ex(c->s, j->cmdline, j->tun_port,
+									      "127.0.0.1", 65535)
+					    : libssh2_channel_open_session(c->s);
 		if (!j->ch) {
 			rc = libssh2_session_last_errno(c->s);
 			if (rc == LIBSSH2_ERROR_EAGAIN) {
@@ -515,6 +573,13 @@ bool mr_ssh_job_step(struct job *j)
 			}
 			note_done(j);
 			c->opener = NULL;
+			if (j->kind == J_TUNNEL && !mr_ssh_is_conn_error(rc)) {
+				mr_ssh_job_fail(j, MESHRUN_E_CONNECT,
+						"jump host '%s' could not open a connection to %s port %d: %s",
+						c->cfg.dest, j->cmdline, j->tun_port, mr_ssh_errmsg(c->s, rc));
+				mr_ssh_job_unlink(j);
+				return true;
+			}
 			if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE) {
 				bool short_lived = false;
 
@@ -545,9 +610,13 @@ bool mr_ssh_job_step(struct job *j)
 		}
 		note_done(j);
 		c->opener = NULL;
+		progress = true;
+		if (j->kind == J_TUNNEL) {
+			j->st = S_IO;
+			goto io;
+		}
 		c->nchan++;
 		j->st = S_EXEC;
-		progress = true;
 		/* fallthrough */
 	case S_EXEC:
 		res = chan_call(j, libssh2_channel_exec(j->ch, j->cmdline), "exec");
@@ -558,7 +627,12 @@ bool mr_ssh_job_step(struct job *j)
 		progress = true;
 		/* fallthrough */
 	case S_IO:
+	io:
+		if (j->kind == J_TUNNEL)
+			progress |= tunnel_pump(j);
 		progress |= job_io(j, &gone);
+		if (!gone && j->kind == J_TUNNEL)
+			progress |= tunnel_pump(j);
 		if (gone || j->st == S_IO)
 			return progress;
 		/* fallthrough */
@@ -581,8 +655,9 @@ bool mr_ssh_job_step(struct job *j)
 		/* An error here changes nothing: the channel is gone with the session. */
 		if (chan_call(j, libssh2_channel_free(j->ch), NULL) == CH_WAIT)
 			return progress;
+		if (j->kind != J_TUNNEL)
+			c->nchan--;
 		j->ch = NULL;
-		c->nchan--;
 		mr_ssh_job_unlink(j);
 		return true;
 	}

@@ -6,7 +6,11 @@
  *   ssh_chan.c  a command as a channel (struct job): its state machine, output,
  *               exit status, kills and the watchdog's lines
  *   ssh_conn.c  a host's connection (struct conn): address, handshake, host key,
- *               publickey authentication; libssh2 error texts and classes
+ *               publickey authentication; libssh2 error texts and classes;
+ *               transports other than TCP: ProxyCommand (a child on a
+ *               socketpair) and ProxyJump (a socketpair whose other end a
+ *               J_TUNNEL job on the jump host's connection pumps to and from a
+ *               direct-tcpip channel, in the same poll loop)
  *
  * Calls go down: ssh.c -> ssh_chan.c -> ssh_conn.c (ssh_conn.c knows no job).
  *
@@ -38,7 +42,7 @@
 
 enum conn_state { C_NEW, C_TCP, C_HANDSHAKE, C_AUTH, C_READY, C_FAILED };
 enum auth_step { A_START, A_AGENT_NEXT, A_AGENT_TRY, A_KEY_NEXT, A_KEY_TRY };
-enum job_kind { J_RUN, J_PROC, J_WATCHDOG, J_KILL };
+enum job_kind { J_RUN, J_PROC, J_WATCHDOG, J_KILL, J_TUNNEL };
 /* States in the order a channel goes through them. */
 enum job_state { S_WAIT, S_OPEN, S_EXEC, S_IO, S_CLOSE, S_WAITCLOSED, S_FREE };
 /* The libssh2 call a job has pending (see conn->owner); S_IO's in this order. */
@@ -71,13 +75,24 @@ struct job {
 	struct mr_hal_cmd *cmd;       /* run: where results go (NULL once delivered) */
 	struct mr_hal *run_hal;       /* run: told when the result is there (mr_hal_cmd_done) */
 	struct ssh_proc *proc;        /* proc: holds a reference (job freed when both gone) */
-	struct mr_buf pout, perr;     /* proc: output not yet delivered */
+	struct mr_buf pout, perr;     /* proc: output not yet delivered; tunnel: pout
+				       * is channel data not yet written to tun_fd */
+	/* tunnel (a direct-tcpip channel to tun_host:tun_port; cmdline holds tun_host) */
+	int tun_fd;                   /* our end of the socketpair; -1: closed */
+	int tun_port;
+	struct conn *tun_for;         /* the connection it carries; NULL once gone */
 };
 
 struct conn {
 	struct ssh_hal *sh;
 	struct conn *next;
+	char *key;                    /* what mr_ssh_conn_find() matches: the destination,
+				       * or "hop via earlier-hops" for a jump host */
 	struct mr_ssh_host_cfg cfg;   /* cfg.alias is the name the user gave */
+	struct conn *via;             /* ProxyJump: the last jump host's connection */
+	struct job *tunnel;           /* ... and the tunnel job on it; NULL when none */
+	struct meshrun_err via_err;   /* why the tunnel failed */
+	pid_t proxy_pid;              /* ProxyCommand's process (group leader); 0: none */
 	char *user;
 	int port;
 	int timeout_ms;
@@ -85,6 +100,7 @@ struct conn {
 	struct mr_strvec kh_files;    /* known_hosts files read */
 	const char *kh_add;           /* where new keys go (into kh_files), or NULL */
 	struct mr_strvec keys;        /* key files to try, in order */
+	struct mr_strvec key_pubs;    /* ... with this public key/certificate file, "": derived */
 	enum conn_state state;
 	int fd;
 	struct addrinfo *ai_list, *ai_next;
@@ -145,6 +161,8 @@ void mr_ssh_conn_prepare(struct conn *c);
 /* Start a C_NEW connection that has work (within opts.max_parallel) and advance its
  * set-up as far as it goes without waiting; ends in C_READY or C_FAILED (c->err). */
 void mr_ssh_conn_advance(struct conn *c);
+/* The tunnel job j (J_TUNNEL) is being freed: close its fd, tell its connection. */
+void mr_ssh_tunnel_gone(struct job *j);
 /* Close agent, socket, known hosts and session (polite: say goodbye if READY). */
 void mr_ssh_conn_teardown(struct conn *c, bool polite);
 /* Tear down and free a connection that has no job left. */
