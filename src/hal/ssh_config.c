@@ -1345,8 +1345,8 @@ void mr_ssh_config_prefetch(struct mr_ssh_config *cfg, const char *const *dests,
 	}
 }
 
-int mr_ssh_config_lookup(struct mr_ssh_config *cfg, const char *dest,
-			 struct mr_ssh_host_cfg *out, struct meshrun_err *err)
+static int lookup(struct mr_ssh_config *cfg, const char *dest, const char *g_text,
+		  struct mr_ssh_host_cfg *out, struct meshrun_err *err)
 {
 	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
 	struct raw_opts r;
@@ -1363,7 +1363,14 @@ int mr_ssh_config_lookup(struct mr_ssh_config *cfg, const char *dest,
 	h.dest = strdup(dest);
 	if (!h.dest)
 		goto nomem;
-	if (cfg && cfg->ssh_bin) {
+	if (g_text) {
+		gtext = strdup(g_text);
+		if (!gtext)
+			goto nomem;
+		h.from_ssh_g = true;
+		if (collect_g(gtext, &h, &r, &why) < 0)
+			goto fail_why;
+	} else if (cfg && cfg->ssh_bin) {
 		struct g_entry *e = g_find(cfg, dest);
 
 		if (!e) {
@@ -1406,4 +1413,16 @@ out:
 	free(gtext);
 	mr_ssh_host_cfg_release(&h);
 	return rc;
+}
+
+int mr_ssh_config_lookup(struct mr_ssh_config *cfg, const char *dest,
+			 struct mr_ssh_host_cfg *out, struct meshrun_err *err)
+{
+	return lookup(cfg, dest, NULL, out, err);
+}
+
+int mr_ssh_host_cfg_from_g(const char *dest, const char *ssh_g_output, struct mr_ssh_host_cfg *out,
+			   struct meshrun_err *err)
+{
+	return lookup(NULL, dest, ssh_g_output, out, err);
 }

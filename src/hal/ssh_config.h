@@ -131,12 +131,22 @@ int mr_ssh_dest_split(const char *dest, char **user, char **host, struct meshrun
 
 /*
  * Options for dest, "[user@]alias" (mr_ssh_dest_split; cfg may be NULL: nothing
- * configured): blocks are matched against the alias; the user is dest's, else
- * the configured User. %u is the local user ($USER, else the password database),
- * %r that user, else %u. Errors: a bad destination, an unknown %-token.
+ * configured): `ssh -G`'s answer (cached in cfg; its failure, e.g. a bad config,
+ * is the error, naming the host and ssh's message), else the built-in blocks,
+ * matched against the alias; the user is dest's, else the configured User.
+ * Built-in: %u is the local user ($USER, else the password database); with
+ * `ssh -G` ssh's own rules hold (the password database). %r is that user.
+ * Errors: a bad destination, an unknown %-token.
  */
 int mr_ssh_config_lookup(struct mr_ssh_config *cfg, const char *dest,
 			 struct mr_ssh_host_cfg *out, struct meshrun_err *err);
+/*
+ * The same from `ssh -G DEST`'s output that the caller ran itself (the auto
+ * backend choice): out->libssh2_gaps non-empty means the libssh2 backend cannot
+ * do this host as configured (each entry names the option and why).
+ */
+int mr_ssh_host_cfg_from_g(const char *dest, const char *ssh_g_output, struct mr_ssh_host_cfg *out,
+			   struct meshrun_err *err);
 /* The local user name ($USER, else the password database, else "root"). */
 const char *mr_ssh_local_user(void);
 void mr_ssh_host_cfg_release(struct mr_ssh_host_cfg *h);

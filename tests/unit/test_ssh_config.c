@@ -500,6 +500,44 @@ static void test_ssh_g(void **state)
 	rmdir(dir);
 }
 
+/* The auto backend choice: ssh -G output it ran itself, and what libssh2 cannot do. */
+static void test_from_g_gaps(void **state)
+{
+	char dir[] = "/tmp/mr-sshgap-XXXXXX";
+	char text[1024], key[256], pub[300];
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/id_ed25519_sk", dir);
+	snprintf(pub, sizeof(pub), "%s.pub", key);
+	assert_int_equal(mr_write_file(key, "x\n", 2, 0600, &err), 0);
+	assert_int_equal(mr_write_file(pub, "sk-ssh-ed25519@openssh.com AAAA c\n", 34, 0600, &err), 0);
+	snprintf(text, sizeof(text), "host a\nuser u\nhostname 10.1.1.1\nport 2222\nidentityfile %s\n"
+		 "identityfile ~/.ssh/none\nproxyjump none\nproxycommand nc %%h %%p\ngssapiauthentication yes\n"
+		 "identityagent none\naddressfamily inet6\nconnecttimeout none\nstricthostkeychecking accept-new\n", key);
+	assert_int_equal(mr_ssh_host_cfg_from_g("a", text, &h, &err), 0);
+	assert_true(h.from_ssh_g);
+	assert_string_equal(h.user, "u");
+	assert_int_equal(h.port, 2222);
+	assert_string_equal(h.proxy_command, "nc 10.1.1.1 2222");
+	assert_null(h.proxy_jump);
+	assert_true(h.identity_agent_none);
+	assert_int_equal(h.address_family, AF_INET6);
+	assert_int_equal(h.connect_timeout_ms, 0);
+	assert_int_equal(h.strict, MR_SSH_STRICT_ACCEPT_NEW);
+	assert_int_equal(h.libssh2_gaps.nr, 1);
+	assert_non_null(strstr(h.libssh2_gaps.v[0], "IdentityFile"));
+	assert_non_null(strstr(h.libssh2_gaps.v[0], "FIDO"));
+	assert_int_equal(h.auth_notes.nr, 1);
+	assert_non_null(strstr(h.auth_notes.v[0], "GSSAPIAuthentication"));
+	mr_ssh_host_cfg_release(&h);
+	unlink(pub);
+	unlink(key);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -514,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_match_and_new_keys),
 		cmocka_unit_test(test_include),
 		cmocka_unit_test(test_ssh_g),
+		cmocka_unit_test(test_from_g_gaps),
 	};
 
 	/* The built-in parser unless a test asks for `ssh -G`. */
