@@ -246,7 +246,7 @@ build_arch() {
 	log "$arch: building"
 	# the products only: mr_coll (the unit tests' copy of libmeshrun) is not one
 	if ! cmake --build "$b" -j "$jobs" --target meshrun_cli meshconfig meshrun meshrun_static \
-		meshrun-allreduce-test meshrun-allreduce-demo "${kflag[@]}" >"$b.build.log" 2>&1; then
+		meshrun_mpi meshrun-allreduce-test meshrun-allreduce-demo "${kflag[@]}" >"$b.build.log" 2>&1; then
 		grep -E 'error:|error\(link\)|undefined' "$b.build.log" | sort -u | head -n 60 >&2
 		if [ "$keep_going" = 1 ]; then
 			echo "[$arch] sources that failed to compile:" >&2
@@ -262,7 +262,8 @@ check_arch() {
 	local arch=$1 b=$root/$1 want f out bad probe lib
 	[ "$arch" = aarch64 ] && want='Mach-O 64-bit.*arm64' || want='Mach-O 64-bit.*x86_64'
 	local products=("$b/bin/meshrun" "$b/bin/meshconfig" "$b/bin/meshrun-allreduce-test"
-			"$b/bin/meshrun-allreduce-demo" "$b/lib/libmeshrun.dylib" "$b/lib/libmeshrun.a")
+			"$b/bin/meshrun-allreduce-demo" "$b/lib/libmeshrun.dylib" "$b/lib/libmeshrun.a"
+			"$b/lib/libmeshrun-mpi.dylib")
 	[ ! -e "$b/bin/meshsim" ] || die "$arch: meshsim was built, but it needs Linux network namespaces"
 	for f in "${products[@]}"; do
 		[ -e "$f" ] || die "$arch: '$f' was not built"
@@ -288,6 +289,13 @@ check_arch() {
 			;;
 		esac
 	done
+	# libmeshrun-mpi.dylib (issue 18) exports every name of src/mpishim/symbols.txt
+	# (what MLX's mpi backend resolves); extras are counted: Zig's linker may add
+	# its compiler-rt (Apple's ld, given the exported list, does not)
+	llvm-nm -gU "$b/lib/libmeshrun-mpi.dylib" | awk '{print $3}' | sed 's/^_//' | sort -u >"$b/shim-exports"
+	bad=$(comm -13 "$b/shim-exports" <(grep -v '^#' "$src/src/mpishim/symbols.txt" | sed '/^$/d' | sort -u))
+	[ -z "$bad" ] || die "$arch: lib/libmeshrun-mpi.dylib does not export: $(echo $bad)"
+	echo "  lib/libmeshrun-mpi.dylib: exports the $(grep -cv '^#' "$src/src/mpishim/symbols.txt") names of src/mpishim/symbols.txt ($(($(wc -l <"$b/shim-exports") - $(grep -cv '^#' "$src/src/mpishim/symbols.txt"))) others)"
 	# libmeshrun.a: link every member into a probe, as a program using it would.
 	probe=$b/probe-static
 	printf 'int main(void) { return 0; }\n' >"$probe.c"

@@ -107,10 +107,12 @@ static bool count_ok(const char *fn, int count, int *rc)
 
 EXPORT int MPI_Get_library_version(char *version, int *len)
 {
+	pthread_mutex_lock(&mu);
 	int n = snprintf(version, MR_MPI_MAX_LIBRARY_VERSION_STRING,
 			 "libmeshrun-mpi %s: meshrun's shim implementing the Open MPI ABI subset MLX's mpi backend uses, over libmeshrun (%s)",
 			 MESHRUN_VERSION,
 			 state == ST_READY ? meshrun_backend_name(ompi_mpi_comm_world.g) : "not initialised");
+	pthread_mutex_unlock(&mu);
 	*len = MR_MIN(n, MR_MPI_MAX_LIBRARY_VERSION_STRING - 1);
 	return MR_MPI_SUCCESS;
 }
