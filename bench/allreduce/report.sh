@@ -136,4 +136,6 @@ if command -v gnuplot >/dev/null; then
 else
 	echo "[WARN] gnuplot not found: no plot" >&2
 fi
-echo "results: $out (raw.csv summary.csv compare.csv env.txt)"
+# the policy and load the figures were taken under, with them
+[ -f "$out/env.txt" ] && grep -E '^(policy|tcp congestion|send buffer|load)' "$out/env.txt"
+echo "results: $out (raw.csv summary.csv compare.csv env.txt links.txt)"

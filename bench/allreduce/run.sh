@@ -6,8 +6,8 @@
 #   bench/allreduce/run.sh [--ranks 2,4] [--sizes 4K,...,128M] [--repeats 5]
 #       [--passes 2] [--out DIR] [--build DIR] [--mode netns|loopback]
 #       [--peers ours,openmpi,meshrun-mpi,mlx-shim,mlx-openmpi,gloo,tcp-raw]
-#       [--conns 1] [--no-deps]
-#       [--no-build] [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
+#       [--conns 1] [--no-deps] [--no-build] [--cc NAME] [--sndbuf SIZE]
+#       [--legacy] [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
 # network namespaces mrb-r0..mrb-r<n-1> with one rank each; neighbours are
@@ -45,25 +45,35 @@
 # once (half each way per link); its "busbw" is the per-rank TCP throughput,
 # the bound for a ring all-reduce.
 #
-# TCP congestion control: libmeshrun's ring sets reno on its data
-# connections (MESHRUN_RING_TCP_CC; BBR, a common system default, paces every
-# socket from a timer and costs a fifth to a quarter of the CPU per byte
-# here); tcp-raw uses the same (--cc), so the bound is measured under the TCP
-# that ours gets. --ring-cc NAME sets both ("system": the namespace default).
-# Open MPI and Gloo keep the namespace default, i.e. the system's, unless
-# --sys-cc NAME sets that default in every rank namespace for all peers
-# (netns mode; the kernel lets a namespace default only to a name in
-# tcp_allowed_congestion_control, e.g. reno): the check that a win is not
-# just the congestion control. --nice N runs every peer's ranks at that
-# niceness (all peers alike, so that a busy shared machine decides less of
-# the numbers). env.txt records all three.
-#
-# Send buffer: libmeshrun's ring fixes it at 512K
-# (MESHRUN_RING_SNDBUF, see src/coll/ring_conn.c) and tcp-raw uses the same
-# (--sndbuf), because an autotuned one lets megabytes queue per connection and
-# the receive copies then come from memory, not cache: the bound would be
-# lower than the ring can reach. --ring-sndbuf SIZE sets both ("system":
-# autotuning).
+# Fair by default: every peer runs with the same TCP congestion control
+# and the same send buffer, and env.txt says which.
+#  --cc NAME (default reno): netns mode sets NAME as every rank namespace's
+#    default (net.ipv4.tcp_congestion_control), which is what Open MPI and
+#    Gloo get, and gives it to ours (MESHRUN_RING_TCP_CC) and tcp-raw (--cc)
+#    explicitly. reno because BBR, a common system default, paces every
+#    socket from a timer and costs a fifth to a quarter of the CPU per byte
+#    here, and the kernel lets a namespace default only to a name in
+#    net.ipv4.tcp_allowed_congestion_control. "system": every peer keeps the
+#    system's default. Loopback mode cannot change what Open MPI and Gloo
+#    get, so there the default is "system" for every peer.
+#  --sndbuf SIZE (default 512K, libmeshrun's MESHRUN_RING_SNDBUF default):
+#    SO_SNDBUF of every peer's data sockets, where the peer lets us set it:
+#    ours (MESHRUN_RING_SNDBUF), tcp-raw (--sndbuf), Open MPI and
+#    meshrun-mpi (--mca btl_tcp_sndbuf). "system": autotuned for those.
+#    Gloo has no setting: it sets SO_SNDBUF itself before each send larger
+#    than the buffer, to the message size (at most 32 MiB; the kernel caps
+#    it at net.core.wmem_max), whatever the system says; env.txt says so.
+#    A fixed buffer matters here: autotuned, MiBs queue per connection and
+#    the receive copies come from memory, not cache.
+#  --legacy: the old default (ours and tcp-raw: reno and 512K; Open MPI and
+#    Gloo: the system's congestion control and their own buffers), to see
+#    what the congestion control and buffers alone are worth.
+#  --ring-cc NAME / --ring-sndbuf SIZE override ours and tcp-raw only,
+#  --sys-cc NAME the namespaces' default (Open MPI, Gloo) only.
+# --nice N runs every peer's ranks at that niceness (all peers alike, so that
+# a busy shared machine decides less of the numbers). links.txt records, per
+# peer run, the congestion control and send buffer that rank 0's established
+# connections on the ring links had a moment into the run (ss), as a check.
 #
 # Output in --out (default <build>/bench-out/allreduce-<time>):
 # raw.csv (every round), summary.csv (medians), compare.csv (ratios),
@@ -82,6 +92,9 @@ build=$root/build-bench
 mode=netns
 peers=ours,openmpi,meshrun-mpi,mlx-shim,mlx-openmpi,gloo,tcp-raw
 conns=1
+cc=""
+sndbuf=""
+legacy=0
 ring_cc=""
 ring_sndbuf=""
 sys_cc=""
@@ -109,6 +122,9 @@ while [ $# -gt 0 ]; do
 	--mode) mode=$2; shift ;;
 	--peers) peers=$2; shift ;;
 	--conns) conns=$2; shift ;;
+	--cc) cc=$2; shift ;;
+	--sndbuf) sndbuf=$2; shift ;;
+	--legacy) legacy=1 ;;
 	--ring-cc) ring_cc=$2; shift ;;
 	--ring-sndbuf) ring_sndbuf=$2; shift ;;
 	--sys-cc) sys_cc=$2; shift ;;
@@ -124,20 +140,50 @@ done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: expected a positive number, got '$repeats'"
 [[ $passes =~ ^[1-9][0-9]*$ ]] || die "--passes: expected a positive number, got '$passes'"
 [[ $conns =~ ^[1-8]$ ]] || die "--conns: expected 1..8, got '$conns'"
+[[ -z $cc || $cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--cc: expected a congestion control name like reno, or 'system', got '$cc'"
+[[ -z $sndbuf || $sndbuf = system || $sndbuf =~ ^[0-9]+[KMkm]?$ ]] || die "--sndbuf: expected a size like 512K or 'system', got '$sndbuf'"
 [[ -z $ring_cc || $ring_cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--ring-cc: expected a congestion control name like reno, got '$ring_cc'"
 [[ -z $ring_sndbuf || $ring_sndbuf = system || $ring_sndbuf =~ ^[0-9]+[KMkm]?$ ]] || die "--ring-sndbuf: expected a size like 512K or 'system', got '$ring_sndbuf'"
 [[ -z $sys_cc || $sys_cc =~ ^[a-z0-9_-]{1,15}$ ]] || die "--sys-cc: expected a congestion control name like reno, got '$sys_cc'"
 [[ $nice_n =~ ^-?[0-9]+$ ]] && [ "$nice_n" -ge -20 ] && [ "$nice_n" -le 19 ] || die "--nice: expected -20..19, got '$nice_n'"
+if [ "$legacy" = 1 ] && [ -n "$cc$sndbuf" ]; then
+	die "--legacy is the old default: it takes no --cc or --sndbuf"
+fi
+case $mode in netns|loopback) ;; *) die "--mode: netns or loopback, got '$mode'" ;; esac
 if [ -n "$sys_cc" ] && [ "$mode" != netns ]; then
 	die "--sys-cc needs --mode netns (it sets the rank namespaces' default)"
 fi
+if [ "$mode" = loopback ] && [ -n "$cc" ] && [ "$cc" != system ]; then
+	die "--cc $cc needs --mode netns (Open MPI and Gloo get the namespace's default; loopback mode cannot change it)"
+fi
+# Resolve what each peer gets. ring_*: ours and tcp-raw; sys_cc: the rank
+# namespaces' default ("" = leave the system's); peer_sndbuf: Open MPI's
+# btl_tcp_sndbuf, "" = its own (autotuned).
+if [ "$legacy" = 1 ]; then
+	: "${ring_cc:=reno}" "${ring_sndbuf:=512K}"
+	peer_sndbuf=""
+else
+	[ -n "$cc" ] || { if [ "$mode" = netns ]; then cc=reno; else cc=system; fi; }
+	[ -n "$sndbuf" ] || sndbuf=512K
+	: "${ring_cc:=$cc}" "${ring_sndbuf:=$sndbuf}"
+	[ "$cc" = system ] || [ "$mode" != netns ] || : "${sys_cc:=$cc}"
+	peer_sndbuf=$sndbuf
+	[ "$peer_sndbuf" = system ] && peer_sndbuf=""
+fi
+# the size in bytes (K/M suffixes) that setsockopt gets
+to_bytes() {
+	local v=$1 m=1
+	case $v in *[Kk]) m=1024; v=${v%?} ;; *[Mm]) m=1048576; v=${v%?} ;; esac
+	echo $((v * m))
+}
+peer_sndbuf_bytes=""
+[ -n "$peer_sndbuf" ] && peer_sndbuf_bytes=$(to_bytes "$peer_sndbuf")
 if [ -n "$sys_cc" ] && ! grep -qw -- "$sys_cc" /proc/sys/net/ipv4/tcp_available_congestion_control; then
 	modprobe "tcp_$sys_cc" 2>/dev/null || true
 	grep -qw -- "$sys_cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
-		die "--sys-cc: '$sys_cc' is not available (tcp_available_congestion_control: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+		die "congestion control '$sys_cc' is not available (tcp_available_congestion_control: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
 fi
 [[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die "--sizes: expected a list like 4K,1M, got '$sizes'"
-case $mode in netns|loopback) ;; *) die "--mode: netns or loopback, got '$mode'" ;; esac
 for n in ${ranks_list//,/ }; do
 	[ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "--ranks: $n is not in 2..16"
 done
@@ -237,7 +283,7 @@ setup_ring() {
 		ip netns exec "$(ns_of $r)" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
 			net.ipv4.conf.default.rp_filter=0
 		[ -z "$sys_cc" ] || ip netns exec "$(ns_of $r)" sysctl -qw "net.ipv4.tcp_congestion_control=$sys_cc" ||
-			die "--sys-cc $sys_cc: a namespace may only default to one in net.ipv4.tcp_allowed_congestion_control ($(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control))"
+			die "congestion control $sys_cc: a namespace may only default to one in net.ipv4.tcp_allowed_congestion_control ($(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control))"
 	done
 	nlinks=$n
 	[ "$n" = 2 ] && nlinks=1
@@ -330,12 +376,39 @@ link_tx() {
 		awk '{s += $1} END {printf "%.0f\n", s}'
 }
 
+# What rank 0's established TCP connections to other ranks had (congestion
+# control, send buffer: skmem tb), sampled every 0.2 s during a peer's run,
+# the last sample kept, as "reno/tb1048576 x2": proof that the peer ran with
+# the policy env.txt states.
+sock_sample() { # file
+	local s
+	while sleep 0.2; do
+		s=$(ip netns exec "$(ns_of 0)" ss -Htinm state established '( dst 10.233.0.0/16 )' 2>/dev/null |
+			awk '{ for (i = 1; i <= NF; i++) {
+				if ($i ~ /^(reno|cubic|bbr|bbr2|dctcp|vegas|westwood|htcp|bic)$/) cc = $i
+				if ($i ~ /^skmem:/) { tb = $i; sub(/.*,tb/, "", tb); sub(/,.*/, "", tb) }
+			  }
+			  if (cc != "") { k = cc "/tb" tb; n[k]++; cc = ""; tb = "" } }
+			  END { for (k in n) printf "%s x%d ", k, n[k] }')
+		[ -z "$s" ] || echo "$s" >"$1"
+	done
+}
+
 run_peer() { # peer n
-	local peer=$1 n=$2 log=$out/logs/$1-n$2-p$pass tx0
+	local peer=$1 n=$2 log=$out/logs/$1-n$2-p$pass tx0 sp="" socks=""
 	port=$((port + 16))
 	tx0=$(link_tx)
+	if [ "$mode" = netns ]; then
+		sock_sample "$log.socks" &
+		sp=$!
+	fi
 	run_peer_inner "$@"
-	[ "$mode" = netns ] && echo "$peer n=$n pass=$pass: rank 0 sent $((($(link_tx) - tx0) / 1048576)) MiB on its ring links" >>"$out/links.txt"
+	if [ "$mode" = netns ]; then
+		kill "$sp" 2>/dev/null || true
+		wait "$sp" 2>/dev/null || true
+		socks=$(cat "$log.socks" 2>/dev/null || true)
+		echo "$peer n=$n pass=$pass: rank 0 sent $((($(link_tx) - tx0) / 1048576)) MiB on its ring links; its connections (cc/send buffer): ${socks:-none seen}" >>"$out/links.txt"
+	fi
 	return 0
 }
 
@@ -378,6 +451,7 @@ run_peer_inner() { # peer n
 		fi
 		if nice -n "$nice_n" mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
 			--mca mpi_yield_when_idle 1 --mca btl tcp,self --mca btl_tcp_if_include "$ifs" \
+			${peer_sndbuf_bytes:+--mca btl_tcp_sndbuf "$peer_sndbuf_bytes"} \
 			"${wrap[@]}" "$bin/$prog" --sizes "$sizes" --repeats "$repeats" \
 			>"$log.out" 2>"$log.err" </dev/null; then
 			cat "$log.out" >>"$out/raw.csv"
@@ -400,12 +474,30 @@ port=$port_base
 	echo "date: $(date -Is)"
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns"
-	echo "tcp congestion control: ours and tcp-raw ${ring_cc:-reno}; openmpi and gloo: ${sys_cc:-the system default, $(cat /proc/sys/net/ipv4/tcp_congestion_control)}; nice: $nice_n"
-	if [ "$ring_sndbuf" = system ]; then
-		echo "send buffer of ours and tcp-raw: autotuned by the kernel; openmpi and gloo: their own choice"
+	sys_default=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+	if [ "$legacy" = 1 ]; then
+		echo "policy: --legacy (NOT the same for every peer)"
+	elif [ "$ring_cc" = "${sys_cc:-system}" ] && [ "$ring_sndbuf" = "$sndbuf" ]; then
+		echo "policy: the same TCP congestion control and send buffer for every peer (--cc ${cc}, --sndbuf ${sndbuf})"
 	else
-		echo "send buffer of ours and tcp-raw: ${ring_sndbuf:-512K, the default} (kernel: twice that, at most net.core.wmem_max $(cat /proc/sys/net/core/wmem_max)); openmpi and gloo: their own choice"
+		echo "policy: overridden per peer (--ring-cc/--ring-sndbuf/--sys-cc): NOT the same for every peer"
 	fi
+	ring_cc_txt=$ring_cc
+	[ "$ring_cc" = system ] && ring_cc_txt="the system default, $sys_default"
+	peer_cc_txt="the system default, $sys_default"
+	[ -z "$sys_cc" ] || peer_cc_txt="$sys_cc (the rank namespaces' default)"
+	echo "tcp congestion control: ours, mlx-shim and tcp-raw ${ring_cc_txt}; openmpi, meshrun-mpi, mlx-openmpi and gloo: $peer_cc_txt; nice: $nice_n"
+	if [ "$ring_sndbuf" = system ]; then
+		echo "send buffer of ours, mlx-shim and tcp-raw: autotuned by the kernel (net.ipv4.tcp_wmem $(tr '\t' ' ' </proc/sys/net/ipv4/tcp_wmem))"
+	else
+		echo "send buffer of ours, mlx-shim and tcp-raw: SO_SNDBUF $ring_sndbuf (kernel: twice that, at most net.core.wmem_max $(cat /proc/sys/net/core/wmem_max))"
+	fi
+	if [ -n "$peer_sndbuf_bytes" ]; then
+		echo "send buffer of openmpi, meshrun-mpi and mlx-openmpi: SO_SNDBUF $peer_sndbuf_bytes (--mca btl_tcp_sndbuf)"
+	else
+		echo "send buffer of openmpi, meshrun-mpi and mlx-openmpi: their own choice (autotuned: net.ipv4.tcp_wmem $(tr '\t' ' ' </proc/sys/net/ipv4/tcp_wmem))"
+	fi
+	echo "send buffer of gloo: its own, not settable (SO_SNDBUF = the message size before a larger send, at most 32 MiB, capped at net.core.wmem_max $(cat /proc/sys/net/core/wmem_max))"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	mpirun --version 2>/dev/null | head -1 || true
 	dpkg-query -W -f='gloo: ${Version}\n' libgloo-dev 2>/dev/null || true
