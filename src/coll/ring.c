@@ -288,6 +288,9 @@ static void chan_init(const struct mr_ring *r, struct chan *h, int conn, int dir
 	/* direction +1 receives from the right and sends to the left */
 	h->rfd = dir > 0 ? r->right[conn] : r->left[conn];
 	h->sfd = dir > 0 ? r->left[conn] : r->right[conn];
+	/* two ranks: left and right are the same peer; one connection both ways (ring.h) */
+	if (r->size == 2)
+		h->rfd = h->sfd = mr_ring_pair_opened(r->rank, dir) ? r->right[conn] : r->left[conn];
 	h->rpeer = dir > 0 ? right : left;
 	h->speer = dir > 0 ? left : right;
 	h->m = m;

@@ -7,7 +7,8 @@
  * and each slice into npk packets of pk elements. Channel c runs its own ring
  * over connection c/2, in direction +1 (receive from rank+1, send to rank-1)
  * for even c and -1 for odd c, so both directions of every connection carry
- * data. An all-reduce is 2(size-1) steps per channel: reduce-scatter (steps
+ * data (2 ranks: channel c sends and receives on one connection, see
+ * MR_RING_PAIR_PKT_MIN). An all-reduce is 2(size-1) steps per channel: reduce-scatter (steps
  * 0..size-2) then all-gather (steps size-1..2size-3). At step s a rank sends
  * segment rank + d(s+1) and receives segment rank + d(s+2) (mod size), so after
  * the reduce-scatter rank r holds the full sum of segment r (what sum_scatter
@@ -42,6 +43,17 @@
 #define MR_RING_MIN_CHAN_BYTES (2u << 20) /* per segment, before splitting over channels */
 #define MR_RING_PKT_MIN (512u << 10)
 #define MR_RING_PKT_MAX (1u << 20)
+/*
+ * Two ranks (a pair): both neighbours are the same rank, so a channel sends
+ * and receives on ONE connection (mr_ring_pair_opened) instead of one
+ * direction of each: the TCP acknowledgements ride on the data going the
+ * other way instead of travelling as packets of their own. Its packets are
+ * smaller (a slice / MR_RING_PAIR_PKT_DIV, at least MR_RING_PAIR_PKT_MIN),
+ * so a reduced packet goes back out while it is still in the caches, and a
+ * rank that waits for its peer waits for less.
+ */
+#define MR_RING_PAIR_PKT_MIN (128u << 10)
+#define MR_RING_PAIR_PKT_DIV 8
 #define MR_RING_MAX_CHAN 128 /* channels per collective, whatever nconn is */
 /*
  * All-reduces that skip the layout (ring.c, mr_ring_small_limit): at most
@@ -72,6 +84,13 @@ struct mr_ring_layout {
  * the block size with total = size * seg. maxchan = 2 * nconn. */
 void mr_ring_layout_init(struct mr_ring_layout *l, int size, size_t total, size_t seg,
 			 size_t esz, int maxchan);
+/*
+ * Two ranks: whether rank's channels of direction dir use the connection it
+ * opened (its right[] one) rather than the one it accepted (left[]); the two
+ * ranks pick the same connection for each direction, and the two directions
+ * pick different ones.
+ */
+bool mr_ring_pair_opened(int rank, int dir);
 /* Segment sent (recv = false) or received at step s by rank in direction d. */
 int mr_ring_seg(int rank, int size, int dir, int step, bool recv);
 /* Element range of packet j of channel c within segment k (len may be 0). */

@@ -23,8 +23,9 @@ void mr_ring_layout_init(struct mr_ring_layout *l, int size, size_t total, size_
 		nchan = MR_RING_MAX_CHAN;
 	l->nchan = (int)nchan;
 	l->sub = ceil_div(l->seg ? l->seg : 1, nchan);
-	size_t pkbytes = l->sub * esz / 4;
-	pkbytes = MR_MAX(pkbytes, (size_t)MR_RING_PKT_MIN);
+	bool pair = size == 2;
+	size_t pkbytes = l->sub * esz / (pair ? MR_RING_PAIR_PKT_DIV : 4);
+	pkbytes = MR_MAX(pkbytes, (size_t)(pair ? MR_RING_PAIR_PKT_MIN : MR_RING_PKT_MIN));
 	pkbytes = MR_MIN(pkbytes, (size_t)MR_RING_PKT_MAX);
 	l->pk = MR_MAX((size_t)1, MR_MIN(l->sub, pkbytes / esz));
 	l->npk = ceil_div(l->sub, l->pk);
@@ -37,6 +38,11 @@ size_t mr_ring_small_limit(int size)
 	if (size < 2)
 		return 0;
 	return MR_MAX((size_t)MR_RING_SMALL_BYTES, (size_t)MR_RING_SMALL_RECV / (size_t)(size - 1));
+}
+
+bool mr_ring_pair_opened(int rank, int dir)
+{
+	return (rank == 0) == (dir > 0);
 }
 
 int mr_ring_seg(int rank, int size, int dir, int step, bool recv)

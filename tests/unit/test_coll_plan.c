@@ -94,6 +94,41 @@ static void test_channels_split_large_only(void **state)
 	assert_int_equal(len, 0);
 }
 
+/* Two ranks: each direction's channels use one connection, the same one on
+ * both ranks (one opened it, the other accepted it), and the two directions
+ * use different ones; packets are smaller than for more ranks. */
+static void test_pair(void **state)
+{
+	struct mr_ring_layout l;
+
+	(void)state;
+	for (int d = -1; d <= 1; d += 2)
+		assert_true(mr_ring_pair_opened(0, d) != mr_ring_pair_opened(1, d));
+	for (int r = 0; r < 2; r++)
+		assert_true(mr_ring_pair_opened(r, 1) != mr_ring_pair_opened(r, -1));
+	/* 1 MiB of float32: one channel, 128K packets (4 per step) */
+	mr_ring_layout_init(&l, 2, 1u << 18, 0, 4, 2);
+	assert_int_equal(l.nchan, 1);
+	assert_int_equal(l.pk * 4, MR_RING_PAIR_PKT_MIN);
+	assert_int_equal(l.npk, 4);
+	/* 16 MiB: both directions, 8 packets of 512K per slice */
+	mr_ring_layout_init(&l, 2, 1u << 22, 0, 4, 2);
+	assert_int_equal(l.nchan, 2);
+	assert_int_equal(l.pk * 4, 512u << 10);
+	assert_int_equal(l.npk, 8);
+	/* 256 MiB: packets stop at the receive buffer's size */
+	mr_ring_layout_init(&l, 2, 1u << 26, 0, 4, 2);
+	assert_int_equal(l.pk * 4, MR_RING_PKT_MAX);
+	/* more ranks keep the larger packets */
+	mr_ring_layout_init(&l, 4, 1u << 18, 0, 4, 2);
+	assert_int_equal(l.pk * 4, 256u << 10); /* the whole 256K slice */
+	mr_ring_layout_init(&l, 4, 1u << 22, 0, 4, 2);
+	assert_int_equal(l.pk * 4, MR_RING_PKT_MIN);
+	/* uneven 2-rank sizes still cover every element once */
+	check_cover(2, (1u << 18) - 12345, 0, 4, 2);
+	check_cover(2, (3u << 20) + 1, 0, 1, 4);
+}
+
 /* The schedule: what a rank receives at step s is what its neighbour sends at
  * step s, it sends at s+1 what it received at s, and after the reduce-scatter
  * rank r holds segment r; the all-gather's first send is segment r. */
@@ -127,6 +162,7 @@ int main(void)
 		cmocka_unit_test(test_small_limit),
 		cmocka_unit_test(test_channels_split_large_only),
 		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_pair),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,9 @@
  * meshrun-allreduce-test - checks libmeshrun's collectives on whatever group
  * the environment gives (run it under meshrun or mlx.launch, one per rank).
  *
- * Every dtype and op at counts 0, 1, size-1, size, size+1, an odd count and
- * 1 MiB, plus the large size, min(64 MiB, --max-size) when that is above 1 MiB
+ * Every dtype and op at counts 0, 1, size-1, size, size+1, an odd count,
+ * 1 MiB and 12345 elements short of 1 MiB (uneven segments, slices and
+ * packets on the ring's pipelined path, above its small-buffer paths), plus the large size, min(64 MiB, --max-size) when that is above 1 MiB
  * (check_large: every dtype's sum, every op on float32; all of it with --full),
  * in place and out of place; all_gather, sum_scatter, send/recv between every
  * pair of ranks, barrier, and a check that every rank got bit-identical float
@@ -410,8 +411,8 @@ static bool run_all(struct ctx *c, bool full)
 		size_t esz = meshrun_dtype_size(dt);
 		size_t mib = (1u << 20) / esz;
 		size_t big = MR_MIN((size_t)64 << 20, c->max_bytes) / esz;
-		for (size_t k = 0; k <= ARRAY_SIZE(counts); k++) {
-			size_t count = k < ARRAY_SIZE(counts) ? counts[k] : mib;
+		for (size_t k = 0; k < ARRAY_SIZE(counts) + 2; k++) {
+			size_t count = k < ARRAY_SIZE(counts) ? counts[k] : k == ARRAY_SIZE(counts) ? mib : mib - 12345;
 			if (count * esz > c->max_bytes)
 				continue;
 			for (int op = 0; op < 3; op++)
