@@ -1,8 +1,8 @@
 #!/bin/sh
 # mpi_netns_wrap.sh NS_PREFIX STATE_DIR program args...
 # Run by mpirun (in the root namespace) for each rank: exec the program as
-# that rank inside namespace NS_PREFIX<rank>. Open MPI's ranks reach mpirun's
-# PMIx server over TCP on 127.0.0.1, which is another loopback inside the
+# that rank inside namespace NS_PREFIX<rank + MPI_NETNS_RANK_BASE (default 0)>.
+# Open MPI's ranks reach mpirun's PMIx server over TCP on 127.0.0.1, which is another loopback inside the
 # namespace, so a socat relay carries that one control connection through a
 # unix socket (paths cross namespaces): ns 127.0.0.1:PORT -> STATE_DIR/pmix-rR.sock
 # -> root 127.0.0.1:PORT. The MPI traffic itself uses the ring links
@@ -11,7 +11,8 @@ set -eu
 prefix=$1 state=$2
 shift 2
 r=${OMPI_COMM_WORLD_RANK:?not started by mpirun}
-ns=$prefix$r
+# MPI_NETNS_RANK_BASE: the first namespace's number (meshsim's hosts are h1..)
+ns=$prefix$((r + ${MPI_NETNS_RANK_BASE:-0}))
 uri=${PMIX_SERVER_URI41:-${PMIX_SERVER_URI4:-${PMIX_SERVER_URI3:-}}}
 port=${uri##*:}
 case $uri in
