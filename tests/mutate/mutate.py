@@ -116,8 +116,12 @@ def test_regex(names):
     return "^(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-def ctest(build, names, lock, log, timeout):
+def ctest(build, names, lock, log, timeout, stop=True):
+    # --stop-on-failure: one failing test is enough (a unit test fails in a
+    # second where a ring test may run into its 300 s timeout)
     cmd = ["ctest", "--test-dir", build, "-R", test_regex(names), "--output-on-failure"]
+    if stop:
+        cmd.append("--stop-on-failure")
     if lock:
         cmd = ["flock", NS_LOCK] + cmd
     rc, out = run(cmd, log=log, timeout=timeout)
@@ -140,7 +144,7 @@ def run_tests(build, tests, log, timeout, stop_at_first=True):
     for names, lock in ((plain, False), (ns, True)):
         if not names or (stop_at_first and tot[1]):
             continue
-        rc, failed, passed, skipped, ran = ctest(build, names, lock, log, timeout)
+        rc, failed, passed, skipped, ran = ctest(build, names, lock, log, timeout, stop_at_first)
         tot[0] = tot[0] or rc
         tot[1] += failed
         tot[2] += passed
