@@ -25,7 +25,7 @@ static int mpi_sum(void *ctx, float *buf, size_t count)
 
 int main(int argc, char **argv)
 {
-	struct bench_opts o = { BENCH_DEFAULT_SIZES, "openmpi", 5 };
+	struct bench_opts o = { BENCH_DEFAULT_SIZES, "openmpi", 5, NULL };
 	struct bench_peer peer = { 0, 0, mpi_barrier, mpi_sum, NULL };
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct bench_sizes sz;

@@ -73,6 +73,7 @@ int bench_opts_parse(int argc, char **argv, const char *usage, struct bench_opts
 		MR_OPT_STRING_D(0, "sizes", &o->sizes, "LIST", BENCH_DEFAULT_SIZES, "buffer sizes in bytes (K/M/G suffixes)"),
 		MR_OPT_INT_D(0, "repeats", &o->repeats, "N", 1, 1000, "5", "timed rounds per size"),
 		MR_OPT_STRING_D(0, "label", &o->label, "NAME", o->label, "implementation name in the rows"),
+		MR_OPT_STRING(0, "backend", &o->backend, "NAME", "libmeshrun's backend: the program's own, or 'any' (meshrun_init's choice from the environment, e.g. the mesh under meshrun on a full mesh)"),
 		MR_OPT_END(),
 	};
 	int rc = mr_opt_parse(table, argc, argv, 0, NULL, NULL, err);

@@ -30,6 +30,7 @@ struct bench_opts {
 	const char *sizes;
 	const char *label; /* implementation name in the rows */
 	int repeats;
+	const char *backend; /* --backend: libmeshrun peers only (bench_meshrun.h); NULL when not given */
 };
 
 /*
@@ -45,7 +46,7 @@ struct bench_peer {
 };
 
 /*
- * Parse --sizes, --repeats and --label into o (its values are the defaults)
+ * Parse --sizes, --repeats, --label and --backend into o (its values are the defaults)
  * and the size list into sz. Returns MR_OPT_OK; MR_OPT_HELP after printing
  * usage on stdout; else an error for the caller to print (err.msg) and exit 2.
  */

@@ -25,7 +25,7 @@ static int m_sum(void *arg, float *buf, size_t count)
 int bench_meshrun_main(int argc, char **argv, const char *prog, enum meshrun_backend backend,
 		       const char *label, const char *usage)
 {
-	struct bench_opts o = { BENCH_DEFAULT_SIZES, label, 5 };
+	struct bench_opts o = { BENCH_DEFAULT_SIZES, label, 5, NULL };
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct meshrun_group *g = NULL;
 	struct bench_sizes sz;
@@ -38,10 +38,18 @@ int bench_meshrun_main(int argc, char **argv, const char *prog, enum meshrun_bac
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return 2;
 	}
+	if (o.backend && strcmp(o.backend, "any") == 0) {
+		backend = MESHRUN_BACKEND_ANY;
+	} else if (o.backend) {
+		fprintf(stderr, "%s: --backend: 'any' or nothing (the program's own), got '%s'\n", prog, o.backend);
+		return 2;
+	}
 	if (meshrun_init(&g, backend, MESHRUN_STRICT, &err) < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return 1;
 	}
+	if (meshrun_rank(g) == 0) /* which backend the rows are of */
+		fprintf(stderr, "%s: backend %s, %d ranks\n", prog, meshrun_backend_name(g), meshrun_size(g));
 	struct ctx c = { g, &err };
 	struct bench_peer peer = { meshrun_rank(g), meshrun_size(g), m_barrier, m_sum, &c };
 	size_t maxb = bench_max_bytes(&sz);
