@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <glob.h>
+#include <libssh2.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
@@ -1163,6 +1164,15 @@ static int finish(struct mr_ssh_host_cfg *h, const struct raw_opts *r, const cha
 				    k) < 0)
 			goto nomem;
 	}
+#if LIBSSH2_VERSION_NUM < 0x010b00
+	/* Measured with 1.10 against OpenSSH 9.2: sshd accepts the certificate in the
+	 * query, then refuses the signature ("Failed publickey ... ED25519"). */
+	for (size_t i = 0; i < h->certificate_files.nr; i++)
+		if (access(h->certificate_files.v[i], F_OK) == 0 &&
+		    mr_strvec_pushf(&h->libssh2_gaps, "CertificateFile %s: libssh2 %s cannot sign with a user certificate",
+				    h->certificate_files.v[i], LIBSSH2_VERSION) < 0)
+			goto nomem;
+#endif
 	if (r->gssapi && mr_strvec_push(&h->auth_notes, "GSSAPIAuthentication yes: libssh2 has no GSSAPI (Kerberos), "
 				     "only publickey is tried") < 0)
 		goto nomem;
@@ -1336,8 +1346,10 @@ void mr_ssh_config_prefetch(struct mr_ssh_config *cfg, const char *const *dests,
 			if (mr_ssh_dest_split(dests[i], NULL, NULL, &e) < 0 || g_find(cfg, dests[i]))
 				continue; /* the lookup reports a bad destination */
 			runs[k].e = g_add(cfg, dests[i]);
-			if (!runs[k].e)
-				return;
+			if (!runs[k].e) {
+				i = n; /* out of memory: the lookups try one by one */
+				break;
+			}
 			g_start(cfg, &runs[k]);
 			k++;
 		}

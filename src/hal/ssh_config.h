@@ -40,7 +40,9 @@
  *
  * What libssh2 cannot do for a host is said in two ways: libssh2_gaps (the
  * libssh2 backend cannot reach the host as configured: --ssh auto picks the
- * OpenSSH backend) and auth_notes (an auth method libssh2 lacks, named in the
+ * OpenSSH backend: PKCS11Provider, an existing FIDO sk- IdentityFile, an
+ * existing CertificateFile with libssh2 < 1.11, which sshd refuses the signature
+ * of) and auth_notes (an auth method libssh2 lacks, GSSAPI: named in the
  * authentication error; other methods may still work). Both name the option.
  *
  * Ownership: struct mr_ssh_config is opaque and owned by the caller, freed with

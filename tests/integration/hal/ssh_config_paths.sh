@@ -89,6 +89,17 @@ for r in ssh builtin; do
 	job "$D/jump.cfg" hid,hid2 "ProxyJump ($r)"
 	grep -q "^R0 root .*$HID/32" "$D/out" && grep -q "^R1 root .*$HID/32" "$D/out" ||
 		fail "ProxyJump ($r): $(cat "$D/out")"
+	# both hosts behind h2 share one connection to it (the most seen while ranks run)
+	printf '[{"ssh": "hid", "ips": ["10.231.0.11"]}, {"ssh": "hid2", "ips": ["10.231.0.12"]}]' >"$D/hf2.json"
+	"$BIN/meshrun" --ssh-config "$D/jump.cfg" --hostfile "$D/hf2.json" -- sleep 2 >"$D/out" 2>"$D/err" &
+	mpid=$! max=0
+	for _ in 1 2 3 4 5 6 7 8 9; do
+		sleep 0.2
+		n=$(ss -Htn state established dst 10.231.0.12 | wc -l)
+		[ "$n" -gt "$max" ] && max=$n
+	done
+	wait $mpid || fail "ProxyJump ($r) sleep: $(cat "$D/err")"
+	[ "$max" = 1 ] || fail "ProxyJump ($r): $max connections to the jump host at once (want 1, shared)"
 	job "$D/jump.cfg" hid2hop "ProxyJump two hops ($r)"
 	grep -q "$HID/32" "$D/out" || fail "ProxyJump two hops ($r): $(cat "$D/out")"
 	job "$D/jump.cfg" hidcmd,h1 "ProxyCommand ($r)"
