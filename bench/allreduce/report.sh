@@ -70,7 +70,7 @@ END {
 		xo = busbw["mlx-openmpi" SUBSEP n SUBSEP b] + 0
 		best = m; if (g1 > best) best = g1; if (g2 > best) best = g2
 		ot = med["ours" SUBSEP n SUBSEP b] * 1e6; mt = med["openmpi" SUBSEP n SUBSEP b] * 1e6
-		printf "%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", n, b, fmt_bw(o), fmt_bw(m), fmt_bw(g1),
+		printf "%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", n, b, fmt_bw(o), fmt_bw(m), fmt_bw(g1),
 		       fmt_bw(g2), fmt_bw(best), fmt_ratio(o, best), fmt_bw(raw),
 		       ((o > 0 && raw > 0) ? sprintf("%.1f", 100 * o / raw) : "-"),
 		       (ot > 0 ? sprintf("%.1f", ot) : "-"), (mt > 0 ? sprintf("%.1f", mt) : "-"),
