@@ -133,7 +133,9 @@ static void test_all_exit_zero(void **state)
 /* The first failure decides the code; the others are stopped, and said so. */
 static void test_first_failure_stops_the_rest(void **state)
 {
-	struct job j = { .n = 3, .script = { "exec sleep 30", "exit 3", "exec sleep 30" } };
+	/* the timeout only bounds a broken supervisor (124 in 10 s, not a hang) */
+	struct job j = { .n = 3, .script = { "exec sleep 30", "exit 3", "exec sleep 30" },
+			 .timeout_ms = 10000 };
 
 	(void)state;
 	run_job(&j);
@@ -159,7 +161,8 @@ static void test_killed_by_signal(void **state)
 static void test_kill_after_grace(void **state)
 {
 	struct job j = { .n = 2, .script = { "sleep 0.3; exit 1", /* after rank 1's trap */
-					     "trap '' TERM; while :; do sleep 0.1; done" } };
+					     "trap '' TERM; while :; do sleep 0.1; done" },
+			 .timeout_ms = 10000 };
 
 	(void)state;
 	run_job(&j);
