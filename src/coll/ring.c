@@ -52,8 +52,9 @@ static void ring_release(struct meshrun_group *g)
 		mr_close(&r->left[i]);
 	for (int i = 0; r->right && i < r->nconn; i++)
 		mr_close(&r->right[i]);
-	mr_close(&r->lane[0].fd);
-	mr_close(&r->lane[1].fd);
+	for (int i = 0; r->lane && i < r->nlanes; i++)
+		mr_close(&r->lane[i].fd);
+	free(r->lane);
 	mr_close(&r->wake_pipe[0]);
 	mr_close(&r->wake_pipe[1]);
 	mr_close(&r->fail_pipe[0]);
@@ -106,10 +107,12 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	if (!r)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "ring: out of memory");
 	r->wake_pipe[0] = r->wake_pipe[1] = r->fail_pipe[0] = r->fail_pipe[1] = -1;
-	r->lane[0].fd = r->lane[1].fd = -1;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	g->impl = r;
+	rc = mr_ring_lanes_alloc(r, 2, err);
+	if (rc < 0)
+		goto fail;
 	r->verbose = getenv(MR_ENV(MLX_RING_VERBOSE)) != NULL;
 	rc = mr_env_timeout_ms(&r->timeout_ms, err);
 	if (rc < 0)

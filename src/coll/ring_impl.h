@@ -7,6 +7,9 @@
  *   ring_p2p.c   the progress thread: control lanes, point-to-point, aborts
  *   ring_io.c    the bottom: log line, peer address text, non-blocking send
  *
+ * The mesh backend (tcpmesh.c) reuses this state for its control plane:
+ * direct lanes, one per peer, carry its heartbeats, messages and aborts.
+ *
  * Calls go down: ring.c -> ring_conn.c / ring_p2p.c -> ring_io.c.
  *
  * Threads: the caller's thread runs the collectives on the data connections
@@ -89,7 +92,11 @@ struct mr_ring {
 	bool abort_pending;        /* flood an abort notice on the lanes */
 	bool abort_done;           /* flooded (or lanes dead) */
 	struct meshrun_err ferr;
-	struct mr_lane lane[2];
+	/* control lanes: the ring's two (MR_LANE_LEFT, MR_LANE_RIGHT), or with
+	 * direct set (the mesh, tcpmesh.c) one per peer, lane[mr_ring_lane_of(p)] */
+	struct mr_lane *lane;
+	int nlanes;
+	bool direct;
 	struct mr_msg *mbox_head, *mbox_tail;
 };
 
@@ -97,8 +104,20 @@ struct mr_ring {
 const char *mr_ring_peer_addr(const struct mr_ring *r, int rank);
 void mr_ring_log(const struct mr_ring *r, const char *fmt, ...) MR_PRINTF(2, 3);
 
-/* Connection setup (ring_conn.c): fills left/right and the two lane fds. */
+/* Connection setup (ring_conn.c, over coll/conn.c): fills left/right and the two lane fds. */
 int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err);
+/* Nodelay, congestion control, send buffer, user timeout (data: the first two
+ * only for data connections); also used by the mesh. */
+void mr_ring_tune_socket(const struct mr_ring *r, int fd, bool data);
+/* Verbose: log what a data connection got (congestion control, buffer). */
+void mr_ring_log_tuning(const struct mr_ring *r, int fd);
+/* Allocate nlanes control lanes (fds -1); 0 or MESHRUN_E_NOMEM. */
+int mr_ring_lanes_alloc(struct mr_ring *r, int nlanes, struct meshrun_err *err);
+/* Direct lanes: the lane index of peer p (p != rank). */
+static inline int mr_ring_lane_of(const struct mr_ring *r, int p)
+{
+	return p < r->rank ? p : p - 1;
+}
 
 /* Progress thread (ring_p2p.c). */
 int mr_ring_p2p_start(struct mr_ring *r, struct meshrun_err *err);

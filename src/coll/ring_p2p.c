@@ -88,7 +88,7 @@ static void fail_locked(struct mr_ring *r, const char *msg)
 	r->failed = true;
 	mr_err_set(&r->ferr, MESHRUN_E_PEER, "%s", msg);
 	r->abort_pending = true;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < r->nlanes; i++) {
 		struct mr_lane *ln = &r->lane[i];
 		struct mr_frame **pp = &ln->head;
 		ln->tail = NULL;
@@ -172,11 +172,13 @@ int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ..
 	return rc;
 }
 
-/* Next lane towards dst: the shorter way round (right on a tie). */
+/* Next lane towards dst: the shorter way round (right on a tie); direct: dst's own. */
 static int route(const struct mr_ring *r, uint32_t dst)
 {
 	int d = ((int)dst - r->rank + r->size) % r->size;
 
+	if (r->direct)
+		return mr_ring_lane_of(r, (int)dst);
 	return d <= r->size / 2 ? MR_LANE_RIGHT : MR_LANE_LEFT;
 }
 
@@ -353,16 +355,24 @@ static void *progress_main(void *arg)
 	struct mr_ring *r = arg;
 	const int hb = hb_ms(r);
 
+	struct pollfd *pfd = calloc((size_t)r->nlanes + 1, sizeof(*pfd));
+
 	pthread_mutex_lock(&r->mu);
-	for (int i = 0; i < 2; i++)
+	if (!pfd) {
+		fail_locked(r, "out of memory in the progress thread");
+		r->abort_done = true;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		return NULL;
+	}
+	for (int i = 0; i < r->nlanes; i++)
 		r->lane[i].last_rx = r->lane[i].last_tx = mr_now_ms();
 	while (!r->stop) {
-		struct pollfd pfd[3];
 		int np = 0;
 		int64_t now = mr_now_ms();
 
 		if (r->abort_pending) {
-			for (int i = 0; i < 2; i++) {
+			for (int i = 0; i < r->nlanes; i++) {
 				if (r->lane[i].dead)
 					continue;
 				size_t len = strlen(r->ferr.msg);
@@ -372,7 +382,8 @@ static void *progress_main(void *arg)
 			}
 			r->abort_pending = false;
 		}
-		for (int i = 0; i < 2; i++) {
+		bool flushed = true;
+		for (int i = 0; i < r->nlanes; i++) {
 			struct mr_lane *ln = &r->lane[i];
 			if (ln->dead)
 				continue;
@@ -388,13 +399,15 @@ static void *progress_main(void *arg)
 				lane_fail(r, ln, what);
 			}
 		}
-		if (r->failed && !r->abort_done &&
-		    (r->lane[0].dead || !r->lane[0].head) && (r->lane[1].dead || !r->lane[1].head)) {
+		for (int i = 0; i < r->nlanes; i++)
+			if (!r->lane[i].dead && r->lane[i].head)
+				flushed = false;
+		if (r->failed && !r->abort_done && flushed) {
 			r->abort_done = true;
 			pthread_cond_broadcast(&r->cv);
 		}
 		pfd[np++] = (struct pollfd){ .fd = r->wake_pipe[0], .events = POLLIN };
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < r->nlanes; i++) {
 			struct mr_lane *ln = &r->lane[i];
 			short ev = ln->dead ? 0 : (short)(POLLIN | (ln->head ? POLLOUT : 0));
 			pfd[np++] = (struct pollfd){ .fd = ln->dead ? -1 : ln->fd, .events = ev };
@@ -407,12 +420,24 @@ static void *progress_main(void *arg)
 			while (read(r->wake_pipe[0], drain, sizeof(drain)) > 0)
 				;
 		}
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < r->nlanes; i++)
 			if (pfd[1 + i].revents)
 				lane_read(r, i);
 	}
 	pthread_mutex_unlock(&r->mu);
+	free(pfd);
 	return NULL;
+}
+
+int mr_ring_lanes_alloc(struct mr_ring *r, int nlanes, struct meshrun_err *err)
+{
+	r->lane = calloc((size_t)nlanes, sizeof(*r->lane));
+	if (!r->lane)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory for %d control lanes", nlanes);
+	r->nlanes = nlanes;
+	for (int i = 0; i < nlanes; i++)
+		r->lane[i].fd = -1;
+	return 0;
 }
 
 int mr_ring_p2p_start(struct mr_ring *r, struct meshrun_err *err)
@@ -435,7 +460,7 @@ void mr_ring_p2p_stop(struct mr_ring *r)
 		pthread_join(r->thread, NULL);
 		r->thread_started = false;
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < r->nlanes; i++) {
 		struct mr_lane *ln = &r->lane[i];
 		while (ln->head) {
 			struct mr_frame *f = ln->head;
@@ -523,7 +548,7 @@ int mr_ring_p2p_recv(struct mr_ring *r, void *buf, size_t len, int src, struct m
 		}
 		/* src's frames reach us on the lane opposite to the way it routes */
 		int d = (r->rank - src + r->size) % r->size;
-		struct mr_lane *in = &r->lane[d <= r->size / 2 ? MR_LANE_LEFT : MR_LANE_RIGHT];
+		struct mr_lane *in = &r->lane[r->direct ? mr_ring_lane_of(r, src) : d <= r->size / 2 ? MR_LANE_LEFT : MR_LANE_RIGHT];
 		if (in->dead && !in->in_payload) {
 			rc = mr_err_set(err, MESHRUN_E_PEER, "recv from rank %d: rank %d (%s) %s", src, in->peer, mr_ring_peer_addr(r, in->peer), in->closed ? in->why : "is unreachable");
 			break;

@@ -129,7 +129,7 @@ static void job_init(struct job *j, int size, int nconn, int64_t timeout_ms)
 		r->right = j->right[k];
 		for (int c = 0; c < nconn; c++)
 			r->left[c] = r->right[c] = -1;
-		r->lane[0].fd = r->lane[1].fd = -1;
+		assert_int_equal(mr_ring_lanes_alloc(r, 2, &err), 0);
 		j->err[k] = (struct meshrun_err)MESHRUN_ERR_INIT;
 	}
 }
@@ -143,6 +143,8 @@ static void job_close(struct job *j)
 		}
 		mr_close(&j->r[k].lane[0].fd);
 		mr_close(&j->r[k].lane[1].fd);
+		free(j->r[k].lane);
+		j->r[k].lane = NULL;
 	}
 }
 
