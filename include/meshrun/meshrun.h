@@ -12,7 +12,8 @@
  *
  * Backends and selection: meshrun_init() reads the environment MLX's backends
  * read. MESHRUN_BACKEND_ANY tries, in MLX's order, nccl (only where a GPU is
- * present), ring, mpi, jaccl; the first backend whose environment is present
+ * present), ring, mpi, jaccl, with meshrun's mesh (MESHRUN_MESH_HOSTFILE)
+ * just before the ring; the first backend whose environment is present
  * is used and its failure is returned. A backend that is not built (jaccl
  * without libibverbs) or cannot be loaded (nccl without libcudart/libnccl or a
  * GPU, mpi without Open MPI's libmpi) counts as absent. When no backend is
@@ -53,6 +54,7 @@ enum meshrun_backend {
 	MESHRUN_BACKEND_JACCL,
 	MESHRUN_BACKEND_NCCL,
 	MESHRUN_BACKEND_MPI,
+	MESHRUN_BACKEND_MESH, /* TCP over every cable of a full mesh (MESHRUN_MESH_HOSTFILE) */
 };
 
 enum meshrun_dtype {

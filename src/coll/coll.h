@@ -16,7 +16,11 @@
  *   dtype.c      element types and reductions (dtype.h)
  *   env.c        the environment libmeshrun reads (env.h; names: common/envmap.h)
  *   wire.c       hello and frame encoding on the ring's connections (wire.h)
+ *   conn.c       connection setup of the TCP backends: listen, connect, hellos (conn.h)
  *   ring*.c      the ring backend over TCP (ring_impl.h maps them)
+ *   tcpmesh*.c   the mesh backend over TCP, every cable at once (tcpmesh.h); its
+ *                control plane is the ring's (ring_p2p.c) with a lane per peer
+ *   mesh_plan.c  the mesh schedule shared by tcpmesh.c and jaccl.c (mesh_plan.h)
  *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl.h)
  *   nccl.c       the nccl backend; nccl_boot.c its id exchange (nccl_boot.h)
  *   mpi.c        the mpi backend over a dlopen'ed libmpi (mpi_abi.h)
@@ -59,6 +63,7 @@ struct meshrun_group {
 };
 
 extern const struct mr_coll_ops mr_coll_ring_ops;
+extern const struct mr_coll_ops mr_coll_mesh_ops;  /* tcpmesh.c */
 extern const struct mr_coll_ops mr_coll_jaccl_ops; /* jaccl.c, or jaccl_stub.c without libibverbs */
 extern const struct mr_coll_ops mr_coll_mpi_ops;  /* mpi.c */
 extern const struct mr_coll_ops mr_coll_nccl_ops; /* nccl.c */

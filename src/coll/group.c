@@ -37,7 +37,7 @@ static int try_backend(struct meshrun_group *g, const struct mr_coll_ops *ops, u
 int meshrun_init(struct meshrun_group **out, enum meshrun_backend which, unsigned flags,
 		 struct meshrun_err *err)
 {
-	const struct mr_coll_ops *order[4];
+	const struct mr_coll_ops *order[5];
 	size_t n = 0;
 	char why[MESHRUN_ERR_MSG_MAX] = "";
 	int rc = 0;
@@ -49,6 +49,7 @@ int meshrun_init(struct meshrun_group **out, enum meshrun_backend which, unsigne
 	case MESHRUN_BACKEND_ANY:
 		if (mr_coll_have_gpu())
 			order[n++] = &mr_coll_nccl_ops;
+		order[n++] = &mr_coll_mesh_ops; /* before the ring: meshrun sets both on a full mesh */
 		order[n++] = &mr_coll_ring_ops;
 		order[n++] = &mr_coll_mpi_ops;
 		order[n++] = &mr_coll_jaccl_ops;
@@ -57,6 +58,7 @@ int meshrun_init(struct meshrun_group **out, enum meshrun_backend which, unsigne
 	case MESHRUN_BACKEND_JACCL: order[n++] = &mr_coll_jaccl_ops; break;
 	case MESHRUN_BACKEND_NCCL: order[n++] = &mr_coll_nccl_ops; break;
 	case MESHRUN_BACKEND_MPI: order[n++] = &mr_coll_mpi_ops; break;
+	case MESHRUN_BACKEND_MESH: order[n++] = &mr_coll_mesh_ops; break;
 	default:
 		return mr_err_set(err, MESHRUN_E_INVAL, "meshrun_init: unknown backend %d", (int)which);
 	}

@@ -2,7 +2,7 @@
  * jaccl.c - the JACCL backend's ops table and algorithms (mesh and ring).
  *
  * Mesh (every rank cabled to every other, one QP per peer):
- *   all-reduce, small (< MESH_DIRECT bytes, or fewer elements than ranks):
+ *   all-reduce, small (< MR_MESH_DIRECT bytes, or fewer elements than ranks):
  *     every rank sends its whole buffer to every peer and reduces the size
  *     inputs in rank order 0, 1, ..., size-1 - the same sequence of
  *     operations on every rank, so results are bit-identical;
@@ -26,9 +26,9 @@
 #include "common/compat.h"
 #include "coll/coll.h"
 #include "coll/jaccl_impl.h"
+#include "coll/mesh_plan.h"
 #include "common/err.h"
 
-#define MESH_DIRECT (32u * 1024u)
 #define RING_ONE_JOB (64u * 1024u)
 
 static struct mr_jaccl *J_of(struct meshrun_group *g)
@@ -88,34 +88,35 @@ static struct mr_jxfer *xalloc(struct mr_jaccl *J, int n, struct meshrun_err *er
 /* ------------------------------------------------------------------ mesh */
 
 /*
- * Every peer at once, one block each way. reduce (sum_scatter): send peer p
- * its block p, reduce the blocks the peers send into our own, in rank order
- * so every rank adds the same way. Otherwise (all_gather): send our block to
- * every peer and receive block p from peer p. Blocks of elements of esz
- * bytes: block b at element off[b], len[b] long.
+ * Every peer at once, one block each way (the schedule of coll/mesh_plan.h,
+ * shared with the TCP mesh). Blocks of elements of esz bytes: block b at
+ * element off[b], len[b] long.
  */
 static int mesh_blocks(struct mr_jaccl *J, unsigned char *buf, const size_t *off,
 		       const size_t *len, size_t esz, bool reduce, enum meshrun_dtype dt,
 		       enum mr_op op, const char *what, struct meshrun_err *err)
 {
 	struct mr_jxfer *x = xalloc(J, J->size - 1, err);
-	int n = 0;
+	struct mr_mesh_xfer *plan = calloc((size_t)J->size, sizeof(*plan));
+	int n;
 
-	if (!x)
-		return MESHRUN_E_NOMEM;
-	for (int p = 0; p < J->size; p++) {
-		if (p == J->rank)
-			continue;
-		int sb = reduce ? p : J->rank, rb = reduce ? J->rank : p; /* blocks sent, received */
-		x[n].c = J->peer[p];
-		x[n].src = buf + off[sb] * esz;
-		x[n].slen = len[sb] * esz;
-		x[n].dst = buf + off[rb] * esz;
-		x[n].dlen = len[rb] * esz;
-		x[n].mode = reduce ? MR_JX_REDUCE : MR_JX_COPY;
-		n++;
+	if (!x || !plan) {
+		free(x);
+		free(plan);
+		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+	}
+	n = mr_mesh_blocks(J->rank, J->size, reduce, plan);
+	for (int i = 0; i < n; i++) {
+		int sb = plan[i].sblk, rb = plan[i].rblk;
+		x[i].c = J->peer[plan[i].peer];
+		x[i].src = buf + off[sb] * esz;
+		x[i].slen = len[sb] * esz;
+		x[i].dst = buf + off[rb] * esz;
+		x[i].dlen = len[rb] * esz;
+		x[i].mode = reduce ? MR_JX_REDUCE : MR_JX_COPY;
 	}
 	int rc = run(J, what, x, n, reduce, op, dt, err);
+	free(plan);
 	free(x);
 	return rc;
 }
@@ -174,7 +175,7 @@ static int mesh_all_reduce(struct mr_jaccl *J, unsigned char *buf, size_t count,
 {
 	size_t esz = mr_dtype_size((int)dt), n = (size_t)J->size;
 
-	if (count * esz < MESH_DIRECT || count < n)
+	if (mr_mesh_direct(count, esz, J->size))
 		return mesh_all_reduce_direct(J, buf, count, dt, op, err);
 	size_t *off = calloc(4 * n, sizeof(*off));
 	if (!off)

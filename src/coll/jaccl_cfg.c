@@ -5,6 +5,7 @@
 #include "common/compat.h"
 #include "common/envmap.h"
 #include "coll/jaccl.h"
+#include "coll/mesh_plan.h"
 #include "coll/env.h"
 #include "common/err.h"
 #include "common/num.h"
@@ -251,8 +252,5 @@ size_t mr_jaccl_nchunks(size_t bytes, size_t chunk)
 
 void mr_jaccl_split(size_t count, size_t parts, size_t i, size_t *off, size_t *n)
 {
-	size_t base = count / parts, extra = count % parts;
-
-	*n = base + (i < extra);
-	*off = i * base + MR_MIN(i, extra);
+	mr_mesh_split(count, parts, i, off, n);
 }

@@ -41,30 +41,36 @@ static struct mr_ring *ring_of(struct meshrun_group *g)
 	return g->impl;
 }
 
-static void ring_release(struct meshrun_group *g)
+void mr_ring_ctl_release(struct mr_ring *r)
 {
-	struct mr_ring *r = ring_of(g);
-
-	if (!r)
-		return;
 	mr_ring_p2p_stop(r);
-	for (int i = 0; r->left && i < r->nconn; i++)
-		mr_close(&r->left[i]);
-	for (int i = 0; r->right && i < r->nconn; i++)
-		mr_close(&r->right[i]);
 	for (int i = 0; r->lane && i < r->nlanes; i++)
 		mr_close(&r->lane[i].fd);
 	free(r->lane);
+	r->lane = NULL;
 	mr_close(&r->wake_pipe[0]);
 	mr_close(&r->wake_pipe[1]);
 	mr_close(&r->fail_pipe[0]);
 	mr_close(&r->fail_pipe[1]);
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
+	mr_ring_hosts_free(&r->hosts);
+}
+
+static void ring_release(struct meshrun_group *g)
+{
+	struct mr_ring *r = ring_of(g);
+
+	if (!r)
+		return;
+	for (int i = 0; r->left && i < r->nconn; i++)
+		mr_close(&r->left[i]);
+	for (int i = 0; r->right && i < r->nconn; i++)
+		mr_close(&r->right[i]);
+	mr_ring_ctl_release(r);
 	free(r->tmp);
 	free(r->left);
 	free(r->right);
-	mr_ring_hosts_free(&r->hosts);
 	free(r);
 	g->impl = NULL;
 }
@@ -82,8 +88,41 @@ static int ring_env_cc(struct mr_ring *r, struct meshrun_err *err)
 		cc = "";
 	len = strlen(cc);
 	if (len >= sizeof(r->tcp_cc) || strspn(cc, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len)
-		return mr_err_set(err, MESHRUN_E_PARSE, "ring: MESHRUN_RING_TCP_CC='%s': expected a congestion control name like reno or cubic (at most %d characters), or 'system'", cc, (int)sizeof(r->tcp_cc) - 1);
+		return mr_err_set(err, MESHRUN_E_PARSE, "%s: MESHRUN_RING_TCP_CC='%s': expected a congestion control name like reno or cubic (at most %d characters), or 'system'", r->who, cc, (int)sizeof(r->tcp_cc) - 1);
 	memcpy(r->tcp_cc, cc, len + 1);
+	return 0;
+}
+
+int mr_ring_ctl_init(struct mr_ring *r, const char *who, struct meshrun_err *err)
+{
+	char what[64];
+	int rc;
+
+	r->who = who;
+	r->wake_pipe[0] = r->wake_pipe[1] = r->fail_pipe[0] = r->fail_pipe[1] = -1;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	r->verbose = getenv(MR_ENV(MLX_RING_VERBOSE)) != NULL;
+	rc = mr_env_timeout_ms(&r->timeout_ms, err);
+	if (rc < 0)
+		return rc;
+	rc = mr_env_job_token(who, r->token, sizeof(r->token), &r->token_len, err);
+	if (rc < 0)
+		return rc;
+	rc = ring_env_cc(r, err);
+	if (rc < 0)
+		return rc;
+	snprintf(what, sizeof(what), "%s: MESHRUN_RING_SNDBUF", who);
+	return mr_env_sndbuf(what, getenv(MR_ENV(MESHRUN_RING_SNDBUF)), &r->sndbuf, err);
+}
+
+int mr_ring_ctl_pipes(struct mr_ring *r, struct meshrun_err *err)
+{
+	if (mr_pipe_cloexec(r->wake_pipe) < 0 || mr_pipe_cloexec(r->fail_pipe) < 0)
+		return mr_err_sys(err, "%s: pipe", r->who);
+	mr_set_nonblock(r->wake_pipe[0], true);
+	mr_set_nonblock(r->wake_pipe[1], true);
+	mr_set_nonblock(r->fail_pipe[1], true);
 	return 0;
 }
 
@@ -106,24 +145,11 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	struct mr_ring *r = calloc(1, sizeof(*r));
 	if (!r)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "ring: out of memory");
-	r->wake_pipe[0] = r->wake_pipe[1] = r->fail_pipe[0] = r->fail_pipe[1] = -1;
-	pthread_mutex_init(&r->mu, NULL);
-	pthread_cond_init(&r->cv, NULL);
 	g->impl = r;
+	rc = mr_ring_ctl_init(r, "ring", err);
+	if (rc < 0)
+		goto fail;
 	rc = mr_ring_lanes_alloc(r, 2, err);
-	if (rc < 0)
-		goto fail;
-	r->verbose = getenv(MR_ENV(MLX_RING_VERBOSE)) != NULL;
-	rc = mr_env_timeout_ms(&r->timeout_ms, err);
-	if (rc < 0)
-		goto fail;
-	rc = mr_env_job_token("ring", r->token, sizeof(r->token), &r->token_len, err);
-	if (rc < 0)
-		goto fail;
-	rc = ring_env_cc(r, err);
-	if (rc < 0)
-		goto fail;
-	rc = mr_env_sndbuf("ring: MESHRUN_RING_SNDBUF", getenv(MR_ENV(MESHRUN_RING_SNDBUF)), &r->sndbuf, err);
 	if (rc < 0)
 		goto fail;
 	rc = mr_ring_hosts_load(hostfile, &r->hosts, err);
@@ -155,13 +181,9 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	}
 	for (int i = 0; i < r->nconn; i++)
 		r->left[i] = r->right[i] = -1;
-	if (mr_pipe_cloexec(r->wake_pipe) < 0 || mr_pipe_cloexec(r->fail_pipe) < 0) {
-		rc = mr_err_sys(err, "ring: pipe");
+	rc = mr_ring_ctl_pipes(r, err);
+	if (rc < 0)
 		goto fail;
-	}
-	mr_set_nonblock(r->wake_pipe[0], true);
-	mr_set_nonblock(r->wake_pipe[1], true);
-	mr_set_nonblock(r->fail_pipe[1], true);
 	rc = mr_ring_connect_all(r, err);
 	if (rc < 0)
 		goto fail;

@@ -69,6 +69,7 @@ struct mr_lane {
 };
 
 struct mr_ring {
+	const char *who;           /* "ring", or "mesh" for the mesh's control plane */
 	int rank, size, nconn;
 	bool verbose;
 	int64_t timeout_ms;
@@ -99,6 +100,17 @@ struct mr_ring {
 	bool direct;
 	struct mr_msg *mbox_head, *mbox_tail;
 };
+
+/*
+ * ring.c: the control plane's part of init, shared with the mesh: mutex, pipes
+ * at -1, and the environment (MLX_RING_VERBOSE, MESHRUN_TIMEOUT, the job token,
+ * MESHRUN_RING_TCP_CC, MESHRUN_RING_SNDBUF); then the pipes. Release stops the
+ * progress thread and closes the lanes, the pipes and frees hosts (the
+ * caller's data connections are its own).
+ */
+int mr_ring_ctl_init(struct mr_ring *r, const char *who, struct meshrun_err *err);
+int mr_ring_ctl_pipes(struct mr_ring *r, struct meshrun_err *err);
+void mr_ring_ctl_release(struct mr_ring *r);
 
 /* ring_io.c: "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
 const char *mr_ring_peer_addr(const struct mr_ring *r, int rank);

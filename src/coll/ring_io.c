@@ -15,7 +15,7 @@ void mr_ring_log(const struct mr_ring *r, const char *fmt, ...)
 	if (!r->verbose)
 		return;
 	int saved = errno;
-	fprintf(stderr, "[ring] rank %d: ", r->rank);
+	fprintf(stderr, "[%s] rank %d: ", r->who ? r->who : "ring", r->rank);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

@@ -26,7 +26,7 @@
 	  "this rank; else `OMPI_COMM_WORLD_RANK` (mpirun; it wins over SLURM_PROCID, which "   \
 	  "mpirun inside an allocation passes on from its node daemon), else `SLURM_PROCID` "   \
 	  "(srun); `OMPI_COMM_WORLD_SIZE` / `SLURM_NTASKS` give the size")                      \
-	X(MESHRUN_JOB_TOKEN, "all but mpi (Open MPI)", "ring, jaccl, nccl",                     \
+	X(MESHRUN_JOB_TOKEN, "all but mpi (Open MPI)", "ring, mesh, jaccl, nccl",               \
 	  "32 hex digits, random per job; libmeshrun's hello carries it so a stray or foreign " \
 	  "connection is refused",                                                              \
 	  "the job token above; absent: no check")                                              \
@@ -39,7 +39,13 @@
 	  "as `MLX_HOSTFILE`, which stays unset so that MLX's `init()` with \"any\" skips its " \
 	  "own ring and reaches its mpi backend (libmeshrun-mpi)",                              \
 	  "the ring's hostfile when `MLX_HOSTFILE` is unset")                                   \
-	X(MLX_RING_VERBOSE, "ring, mpi (`--mpi-impl meshrun`)", "ring", "`1` with `--verbose`", \
+	X(MESHRUN_MESH_HOSTFILE, "mesh", "mesh",                                                 \
+	  "path of a file on each host: JSON, one row per rank, cell [i][j] null on the "       \
+	  "diagonal, else the `\"ip:port\"` list of rank i on its cables to rank j (from the "  \
+	  "hostfile's `mesh_ips`); port `--starting-port` + i",                                 \
+	  "the mesh backend's addresses: rank j connects to every address of [i][j] for i < j " \
+	  "(one connection per cable, striped); unset: the mesh counts as absent")             \
+	X(MLX_RING_VERBOSE, "ring, mesh, mpi (`--mpi-impl meshrun`)", "ring, mesh", "`1` with `--verbose`", \
 	  "log connection set-up on stderr")                                                    \
 	X(MLX_JACCL_COORDINATOR, "jaccl, jaccl-ring", "jaccl",                                  \
 	  "`<rank 0's first ip>:<--starting-port>`",                                            \
@@ -88,12 +94,12 @@
 	X(PMIX_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")           \
 	X(MESHRUN_TIMEOUT, "", "all", "",                                                       \
 	  "bound on any wait for a peer (seconds, `1.5`, `500ms`; default 30)")                 \
-	X(MESHRUN_RING_TCP_CC, "", "ring", "",                                                  \
+	X(MESHRUN_RING_TCP_CC, "", "ring, mesh", "",                                                  \
 	  "TCP congestion control of the ring's data connections (default `reno`, which costs " \
 	  "a quarter less CPU than timer-paced BBR on veth and Thunderbolt links; `system` "    \
 	  "keeps the system's choice; a name the kernel refuses falls back to the system's "    \
 	  "choice)")                                                                            \
-	X(MESHRUN_RING_SNDBUF, "", "ring", "",                                                  \
+	X(MESHRUN_RING_SNDBUF, "", "ring, mesh", "",                                                  \
 	  "send buffer (`SO_SNDBUF`) of the ring's data connections: a size from 4K to 256M, "  \
 	  "default `512K` (the kernel doubles it and caps it at `net.core.wmem_max`); "         \
 	  "`system` leaves the kernel's autotuning, which lets megabytes queue per connection " \

@@ -1,8 +1,11 @@
 #!/bin/bash
 # run_ring.sh - run N local ranks of a program on a loopback ring (no root).
 #
-#   run_ring.sh -n N [-c CONNS] [-t TOKEN] [-o OUTDIR] -- program args...
+#   run_ring.sh -n N [-c CONNS] [-t TOKEN] [-o OUTDIR] [-m] -- program args...
 #
+# -m: also write the mesh backend's address matrix (MESHRUN_MESH_HOSTFILE,
+# OUTDIR/mesh.json): rank r is reached at 127.0.0.1:<its first port>, CONNS
+# cables per pair (striped), so libmeshrun picks the mesh over the ring.
 # Writes an MLX ring hostfile (per rank a list of CONNS "127.0.0.1:port"
 # entries, as mlx.launch writes it) with free ports, starts every rank with
 # MLX_RANK / MLX_HOSTFILE / MESHRUN_JOB_TOKEN set, waits for all of them and
@@ -10,14 +13,15 @@
 # Rank r's stdout/stderr go to OUTDIR/rank<r>.out / .err (printed at the end).
 # Extra environment for the ranks: export it before calling.
 set -u
-n=2 conns=1 token="job-$$-$RANDOM" outdir=""
-while getopts "n:c:t:o:" opt; do
+n=2 conns=1 token="job-$$-$RANDOM" outdir="" mesh=0
+while getopts "n:c:t:o:m" opt; do
 	case $opt in
 	n) n=$OPTARG ;;
 	c) conns=$OPTARG ;;
 	t) token=$OPTARG ;;
 	o) outdir=$OPTARG ;;
-	*) echo "usage: run_ring.sh -n N [-c CONNS] [-t TOKEN] [-o OUTDIR] -- prog args" >&2; exit 2 ;;
+	m) mesh=1 ;;
+	*) echo "usage: run_ring.sh -n N [-c CONNS] [-t TOKEN] [-o OUTDIR] [-m] -- prog args" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -62,6 +66,32 @@ hf="$outdir/hostfile.json"
 	echo "]"
 } >"$hf"
 echo "$hf" >"$outdir/hostfile.path"
+if [ $mesh = 1 ]; then
+	{
+		echo "["
+		for ((r = 0; r < n; r++)); do
+			line="    ["
+			for ((c = 0; c < n; c++)); do
+				[ $c -gt 0 ] && line+=", "
+				if [ $c = $r ]; then
+					line+="null"
+				else
+					cell="["
+					for ((k = 0; k < conns; k++)); do
+						[ $k -gt 0 ] && cell+=", "
+						cell+="\"127.0.0.1:${ports[$((r * conns))]}\""
+					done
+					line+="$cell]"
+				fi
+			done
+			line+="]"
+			[ $r -lt $((n - 1)) ] && line+=","
+			echo "$line"
+		done
+		echo "]"
+	} >"$outdir/mesh.json"
+	export MESHRUN_MESH_HOSTFILE=$outdir/mesh.json
+fi
 
 for ((r = 0; r < n; r++)); do
 	if [ $r = 1 ] && [ -n "${RUN_RING_HOOK:-}" ]; then

@@ -1,0 +1,637 @@
+/*
+ * tcpmesh.c - the mesh backend over TCP (tcpmesh.h): init, the data engine,
+ * the collectives.
+ *
+ * Engine: a collective is one or two mesh steps (mesh_plan.h); in a step
+ * every peer gets one transfer (send a region, receive a region). A transfer
+ * is cut into MR_MESH_CHUNK chunks and chunk c travels on cable c % K of that
+ * peer, so K cables carry it side by side; each cable's bytes are simply its
+ * chunks in order (both sides know the lengths: no framing). All sockets are
+ * non-blocking and driven from one poll loop in the caller's thread; waiting
+ * is only in poll(), which also watches the fail pipe (the control plane's
+ * stall and abort detection, ring_p2p.c).
+ *
+ * Reduction order: received chunks land in per-cable slots (MR_MESH_DEPTH
+ * deep) and chunk c of the own block is reduced once every peer's chunk c is
+ * there, peers in ascending rank order, own data first: the same sequence of
+ * operations on every run. A peer may run MR_MESH_DEPTH chunks per cable
+ * ahead of the slowest; the slowest always has a free slot, so no rank waits
+ * on a cycle. Copies (all-gather) land in place.
+ */
+#include "common/compat.h"
+#include "common/envmap.h"
+#include "coll/coll.h"
+#include "coll/conn.h"
+#include "coll/mesh_plan.h"
+#include "coll/ring_impl.h"
+#include "coll/tcpmesh.h"
+#include "common/err.h"
+#include "common/fdio.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct mr_mesh {
+	struct mr_ring ctl;        /* control plane: env, lanes, progress thread, failure */
+	struct mr_mesh_hosts hosts;
+	int **fd;                  /* fd[p]: ncab[p] data connections (NULL for self) */
+	int *ncab;
+	int totcab;                /* sum of ncab */
+	unsigned char *slots;      /* reduce slots: per peer, per cable, MR_MESH_DEPTH chunks */
+	unsigned char *small;      /* direct all-reduce: size * MR_MESH_DIRECT */
+	struct pollfd *pfd;        /* totcab + 1 */
+	struct mr_mesh_xfer *plan; /* size */
+};
+
+static struct mr_mesh *mesh_of(struct meshrun_group *g)
+{
+	return g->impl;
+}
+
+static void mesh_release(struct meshrun_group *g)
+{
+	struct mr_mesh *m = mesh_of(g);
+
+	if (!m)
+		return;
+	for (int p = 0; m->fd && p < m->ctl.size; p++) {
+		for (int k = 0; m->fd[p] && k < m->ncab[p]; k++)
+			mr_close(&m->fd[p][k]);
+		free(m->fd[p]);
+	}
+	mr_ring_ctl_release(&m->ctl);
+	mr_mesh_hosts_free(&m->hosts);
+	free(m->fd);
+	free(m->ncab);
+	free(m->slots);
+	free(m->small);
+	free(m->pfd);
+	free(m->plan);
+	free(m);
+	g->impl = NULL;
+}
+
+/*
+ * The control plane names peers by r->hosts (mr_ring_peer_addr): one address
+ * per rank, the peer's own end of the cable to us, so that messages read
+ * "rank 2 (10.0.1.2:5002)". Ours: our end towards the first peer.
+ */
+static int peer_names(struct mr_mesh *m, struct meshrun_err *err)
+{
+	struct mr_ring *r = &m->ctl;
+
+	r->hosts.nranks = r->size;
+	r->hosts.naddrs = 1;
+	r->hosts.addrs = calloc((size_t)r->size, sizeof(*r->hosts.addrs));
+	if (!r->hosts.addrs)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	for (int p = 0; p < r->size; p++) {
+		int me = r->rank, other = p != me ? me : (me + 1) % r->size;
+		r->hosts.addrs[p] = *MR_MESH_ADDR(&m->hosts, p, other, 0);
+	}
+	return 0;
+}
+
+static bool same_addr(const struct mr_ring_addr *a, const struct mr_ring_addr *b)
+{
+	return a->salen == b->salen && memcmp(&a->sa, &b->sa, a->salen) == 0;
+}
+
+/* Links to every peer (we call the higher ranks), listeners for the lower ones. */
+static int mesh_connect(struct mr_mesh *m, struct meshrun_err *err)
+{
+	struct mr_ring *r = &m->ctl;
+	struct mr_conn_link *links = calloc((size_t)r->size, sizeof(*links));
+	const struct mr_ring_addr **own = calloc((size_t)r->size * MR_MESH_MAX_CABLES, sizeof(*own));
+	struct mr_conn_plan plan = {
+		.rank = r->rank, .size = r->size, .token = r->token, .token_len = r->token_len,
+		.timeout_ms = r->timeout_ms, .who = "mesh", .verbose = r->verbose,
+	};
+	int n = 0, nown = 0, rc;
+
+	if (!links || !own) {
+		free(links);
+		free(own);
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	}
+	for (int p = 0; p < r->size; p++) {
+		if (p == r->rank)
+			continue;
+		struct mr_conn_link *lk = &links[n++];
+		lk->peer = p;
+		lk->outgoing = p > r->rank;
+		lk->nconn = MR_MESH_HELLO_TAG + (uint32_t)m->ncab[p];
+		lk->ndata = (unsigned)m->ncab[p];
+		lk->addrs = MR_MESH_ADDR(&m->hosts, p, r->rank, 0);
+		lk->data_fd = m->fd[p];
+		lk->ctl_fd = &r->lane[mr_ring_lane_of(r, p)].fd;
+		lk->peer_text = mr_ring_peer_addr(r, p);
+		r->lane[mr_ring_lane_of(r, p)].peer = p;
+		for (int k = 0; !lk->outgoing && k < m->ncab[p]; k++) {
+			const struct mr_ring_addr *a = MR_MESH_ADDR(&m->hosts, r->rank, p, k);
+			bool dup = false;
+			for (int i = 0; i < nown && !dup; i++)
+				dup = same_addr(own[i], a);
+			if (!dup)
+				own[nown++] = a;
+		}
+	}
+	plan.links = links;
+	plan.nlinks = n;
+	plan.listen = own;
+	plan.nlisten = nown;
+	rc = mr_conn_setup(&plan, err);
+	free(links);
+	free(own);
+	if (rc < 0)
+		return rc;
+	for (int p = 0; p < r->size; p++) {
+		if (p == r->rank)
+			continue;
+		for (int k = 0; k < m->ncab[p]; k++)
+			mr_ring_tune_socket(r, m->fd[p][k], true);
+		mr_ring_tune_socket(r, r->lane[mr_ring_lane_of(r, p)].fd, false);
+	}
+	mr_ring_log_tuning(r, m->fd[(r->rank + 1) % r->size][0]);
+	mr_ring_log(r, "connected to %d peers over %d data connection(s) plus control lanes", r->size - 1, m->totcab);
+	return 0;
+}
+
+static int mesh_alloc(struct mr_mesh *m, struct meshrun_err *err)
+{
+	struct mr_ring *r = &m->ctl;
+	size_t n = (size_t)r->size;
+
+	m->fd = calloc(n, sizeof(*m->fd));
+	m->ncab = calloc(n, sizeof(*m->ncab));
+	m->plan = calloc(n, sizeof(*m->plan));
+	if (!m->fd || !m->ncab || !m->plan)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	for (int p = 0; p < r->size; p++) {
+		if (p == r->rank)
+			continue;
+		m->ncab[p] = MR_MESH_NCAB(&m->hosts, r->rank, p);
+		m->totcab += m->ncab[p];
+		m->fd[p] = malloc((size_t)m->ncab[p] * sizeof(int));
+		if (!m->fd[p])
+			return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+		for (int k = 0; k < m->ncab[p]; k++)
+			m->fd[p][k] = -1;
+	}
+	m->slots = malloc((size_t)m->totcab * MR_MESH_DEPTH * MR_MESH_CHUNK);
+	m->small = malloc(n * MR_MESH_DIRECT);
+	m->pfd = calloc((size_t)m->totcab + 1, sizeof(*m->pfd));
+	if (!m->slots || !m->small || !m->pfd)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory for %d cables", m->totcab);
+	return 0;
+}
+
+static int mesh_init(struct meshrun_group *g, unsigned flags, struct meshrun_err *err)
+{
+	const char *path = getenv(MR_ENV(MESHRUN_MESH_HOSTFILE));
+	const char *which = NULL;
+	int rank = -1, envsize = -1;
+	int rc = mr_env_rank(&rank, &envsize, &which, err);
+
+	(void)flags;
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || !path || !*path)
+		return mr_err_set(err, MESHRUN_E_BACKEND, "mesh: needs MLX_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK) and MESHRUN_MESH_HOSTFILE, got MESHRUN_MESH_HOSTFILE='%s'", path ? path : "");
+
+	struct mr_mesh *m = calloc(1, sizeof(*m));
+	if (!m)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	struct mr_ring *r = &m->ctl;
+	g->impl = m;
+	rc = mr_ring_ctl_init(r, "mesh", err);
+	if (rc < 0)
+		goto fail;
+	rc = mr_mesh_hosts_load(path, &m->hosts, err);
+	if (rc < 0) {
+		mr_err_prefix(err, "mesh: MESHRUN_MESH_HOSTFILE");
+		goto fail;
+	}
+	r->rank = rank;
+	r->size = m->hosts.size;
+	r->nconn = 1;
+	r->direct = true;
+	if (rank >= r->size) {
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "mesh: %s=%d but '%s' lists %d ranks", which, rank, path, r->size);
+		goto fail;
+	}
+	if (envsize >= 0 && envsize != r->size) {
+		rc = mr_err_set(err, MESHRUN_E_INVAL, "mesh: the environment says %d ranks but '%s' lists %d", envsize, path, r->size);
+		goto fail;
+	}
+	g->rank = r->rank;
+	g->size = r->size;
+	if (r->size == 1)
+		return 0;
+	rc = mr_ring_lanes_alloc(r, r->size - 1, err);
+	if (rc == 0)
+		rc = peer_names(m, err);
+	if (rc == 0)
+		rc = mesh_alloc(m, err);
+	if (rc == 0)
+		rc = mr_ring_ctl_pipes(r, err);
+	if (rc == 0)
+		rc = mesh_connect(m, err);
+	if (rc == 0)
+		rc = mr_ring_p2p_start(r, err);
+	if (rc < 0)
+		goto fail;
+	return 0;
+fail:
+	mesh_release(g);
+	g->rank = 0;
+	g->size = 1;
+	return rc;
+}
+
+/* ------------------------------------------------------------------ engine */
+
+struct cab {
+	int fd;
+	size_t sj, so;   /* chunks sent on this cable, bytes of the current one */
+	size_t rj, ro;   /* chunks received on this cable, bytes of the current one */
+	bool swait, rwait;
+	unsigned char *slot; /* reduce: MR_MESH_DEPTH chunk buffers */
+};
+
+struct xfer {
+	int peer, ncab;
+	const unsigned char *src;
+	size_t slen;
+	unsigned char *dst;
+	size_t dlen;
+	size_t snch, rnch;  /* chunks each way */
+	struct cab cab[MR_MESH_MAX_CABLES];
+};
+
+struct step {
+	struct mr_mesh *m;
+	struct xfer *x;
+	int nx;
+	bool reduce;
+	enum meshrun_dtype dt;
+	enum mr_op op;
+	size_t esz;
+	size_t red_next;  /* reduce: next chunk of the own block to reduce */
+	size_t red_nch;   /* reduce: chunks of the own block */
+};
+
+static size_t nchunks(size_t bytes)
+{
+	return (bytes + MR_MESH_CHUNK - 1) / MR_MESH_CHUNK;
+}
+
+static size_t chunk_len(size_t total, size_t c)
+{
+	return MR_MIN((size_t)MR_MESH_CHUNK, total - c * MR_MESH_CHUNK);
+}
+
+/* Chunk index of cable k's j-th chunk. */
+static size_t chunk_of(const struct xfer *x, int k, size_t j)
+{
+	return (size_t)k + j * (size_t)x->ncab;
+}
+
+static bool cab_recv_pending(const struct step *s, const struct xfer *x, int k)
+{
+	const struct cab *cb = &x->cab[k];
+	size_t c = chunk_of(x, k, cb->rj);
+
+	if (c >= x->rnch)
+		return false;
+	/* reduce: the slot must be free (its previous chunk reduced) */
+	return !s->reduce || c < s->red_next + (size_t)MR_MESH_DEPTH * (size_t)x->ncab;
+}
+
+static bool cab_send_pending(const struct xfer *x, int k)
+{
+	return chunk_of(x, k, x->cab[k].sj) < x->snch;
+}
+
+static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *err)
+{
+	struct cab *cb = &x->cab[k];
+	struct mr_ring *r = &s->m->ctl;
+
+	while (!cb->rwait && cab_recv_pending(s, x, k)) {
+		size_t c = chunk_of(x, k, cb->rj), len = chunk_len(x->dlen, c);
+		unsigned char *dst = s->reduce ? cb->slot + (cb->rj % MR_MESH_DEPTH) * MR_MESH_CHUNK
+					       : x->dst + c * MR_MESH_CHUNK;
+		ssize_t n = recv(cb->fd, dst + cb->ro, len - cb->ro, MSG_DONTWAIT);
+		if (n == 0)
+			return mr_ring_fail(r, err, "rank %d (%s) closed the connection", x->peer, mr_ring_peer_addr(r, x->peer));
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				cb->rwait = true;
+				return 0;
+			}
+			if (errno == EINTR)
+				return 0;
+			return mr_ring_fail(r, err, "recv from rank %d (%s): %s", x->peer, mr_ring_peer_addr(r, x->peer), strerror(errno));
+		}
+		cb->ro += (size_t)n;
+		if (cb->ro == len) {
+			cb->rj++;
+			cb->ro = 0;
+		}
+	}
+	return 0;
+}
+
+static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *err)
+{
+	struct cab *cb = &x->cab[k];
+	struct mr_ring *r = &s->m->ctl;
+
+	while (!cb->swait && cab_send_pending(x, k)) {
+		size_t c = chunk_of(x, k, cb->sj), len = chunk_len(x->slen, c);
+		ssize_t n = mr_ring_send_some(cb->fd, x->src + c * MR_MESH_CHUNK + cb->so, len - cb->so);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				cb->swait = true;
+				return 0;
+			}
+			if (errno == EINTR)
+				return 0;
+			return mr_ring_fail(r, err, "send to rank %d (%s): %s", x->peer, mr_ring_peer_addr(r, x->peer), strerror(errno));
+		}
+		cb->so += (size_t)n;
+		if (cb->so == len) {
+			cb->sj++;
+			cb->so = 0;
+		}
+	}
+	return 0;
+}
+
+/* Has peer transfer x received chunk c completely? */
+static bool have_chunk(const struct xfer *x, size_t c)
+{
+	int k = (int)(c % (size_t)x->ncab);
+
+	return x->cab[k].rj > c / (size_t)x->ncab;
+}
+
+/* Reduce every chunk that all peers delivered, peers in ascending order. */
+static void reduce_ready(struct step *s)
+{
+	while (s->red_next < s->red_nch) {
+		size_t c = s->red_next;
+		for (int i = 0; i < s->nx; i++)
+			if (!have_chunk(&s->x[i], c))
+				return;
+		unsigned char *acc = s->x[0].dst + c * MR_MESH_CHUNK;
+		size_t n = chunk_len(s->x[0].dlen, c) / s->esz;
+		for (int i = 0; i < s->nx; i++) {
+			const struct xfer *x = &s->x[i];
+			const struct cab *cb = &x->cab[c % (size_t)x->ncab];
+			size_t j = c / (size_t)x->ncab;
+			mr_reduce(s->op, s->dt, acc, cb->slot + (j % MR_MESH_DEPTH) * MR_MESH_CHUNK, n);
+		}
+		s->red_next++;
+	}
+}
+
+static bool step_busy(const struct step *s)
+{
+	if (s->reduce && s->red_next < s->red_nch)
+		return true;
+	for (int i = 0; i < s->nx; i++)
+		for (int k = 0; k < s->x[i].ncab; k++)
+			if (chunk_of(&s->x[i], k, s->x[i].cab[k].rj) < s->x[i].rnch ||
+			    cab_send_pending(&s->x[i], k))
+				return true;
+	return false;
+}
+
+/* Move every transfer of the step from one poll loop until all are done. */
+static int step_run(struct step *s, struct meshrun_err *err)
+{
+	struct mr_mesh *m = s->m;
+	struct mr_ring *r = &m->ctl;
+	int rc = mr_ring_check_failed(r, err);
+
+	while (rc == 0) {
+		for (int i = 0; i < s->nx && rc == 0; i++)
+			for (int k = 0; k < s->x[i].ncab && rc == 0; k++) {
+				rc = cab_recv(s, &s->x[i], k, err);
+				if (rc == 0)
+					rc = cab_send(s, &s->x[i], k, err);
+			}
+		if (rc < 0)
+			return rc;
+		if (s->reduce) {
+			size_t before = s->red_next;
+			reduce_ready(s);
+			if (s->red_next != before)
+				continue; /* slots freed: receive more before waiting */
+		}
+		if (!step_busy(s))
+			return 0;
+		int np = 0;
+		for (int i = 0; i < s->nx; i++)
+			for (int k = 0; k < s->x[i].ncab; k++) {
+				struct xfer *x = &s->x[i];
+				short ev = (short)((cab_recv_pending(s, x, k) ? POLLIN : 0) |
+						   (cab_send_pending(x, k) ? POLLOUT : 0));
+				m->pfd[np++] = (struct pollfd){ .fd = ev ? x->cab[k].fd : -1, .events = ev };
+			}
+		m->pfd[np++] = (struct pollfd){ .fd = r->fail_pipe[0], .events = POLLIN };
+		int n = poll(m->pfd, (nfds_t)np, 1000);
+		if (n < 0 && errno != EINTR)
+			return mr_ring_fail(r, err, "rank %d: poll: %s", r->rank, strerror(errno));
+		np = 0;
+		for (int i = 0; i < s->nx; i++)
+			for (int k = 0; k < s->x[i].ncab; k++, np++) {
+				short re = m->pfd[np].revents;
+				if (re & (POLLIN | POLLERR | POLLHUP))
+					s->x[i].cab[k].rwait = false;
+				if (re & (POLLOUT | POLLERR | POLLHUP))
+					s->x[i].cab[k].swait = false;
+			}
+		rc = mr_ring_check_failed(r, err);
+	}
+	return rc;
+}
+
+/*
+ * One mesh step over buf: blocks of bytes (block b at boff[b], blen[b] bytes);
+ * reduce (reduce-scatter) or copy (all-gather), schedule from mesh_plan.h.
+ * dst_all: NULL, or for the direct all-reduce the gather buffer (block p of
+ * blen[0] bytes at dst_all + p * blen[0]) with every peer sent the whole buf.
+ */
+static int mesh_step(struct mr_mesh *m, unsigned char *buf, const size_t *boff, const size_t *blen,
+		     bool reduce, enum meshrun_dtype dt, enum mr_op op, unsigned char *dst_all,
+		     struct meshrun_err *err)
+{
+	struct mr_ring *r = &m->ctl;
+	struct xfer *x = calloc((size_t)r->size, sizeof(*x));
+	struct step s = { m, x, 0, reduce, dt, op, mr_dtype_size((int)dt), 0, 0 };
+	size_t slot = 0;
+	int rc;
+
+	if (!x)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	s.nx = mr_mesh_blocks(r->rank, r->size, reduce, m->plan);
+	for (int i = 0; i < s.nx; i++) {
+		const struct mr_mesh_xfer *pl = &m->plan[i];
+		struct xfer *t = &x[i];
+		t->peer = pl->peer;
+		t->ncab = m->ncab[pl->peer];
+		t->src = buf + boff[pl->sblk];
+		t->slen = blen[pl->sblk];
+		t->dst = dst_all ? dst_all + (size_t)pl->peer * blen[0] : buf + boff[pl->rblk];
+		t->dlen = blen[pl->rblk];
+		t->snch = nchunks(t->slen);
+		t->rnch = nchunks(t->dlen);
+		for (int k = 0; k < t->ncab; k++) {
+			t->cab[k].fd = m->fd[pl->peer][k];
+			t->cab[k].slot = m->slots + slot * MR_MESH_DEPTH * MR_MESH_CHUNK;
+			slot++;
+		}
+	}
+	if (reduce)
+		s.red_nch = nchunks(blen[r->rank]);
+	rc = step_run(&s, err);
+	free(x);
+	return rc;
+}
+
+/* ------------------------------------------------------------- collectives */
+
+static int mesh_all_reduce(struct meshrun_group *g, void *vbuf, size_t count, enum meshrun_dtype dt,
+			   enum mr_op op, struct meshrun_err *err)
+{
+	struct mr_mesh *m = mesh_of(g);
+	size_t esz = mr_dtype_size((int)dt), n = (size_t)g->size;
+	unsigned char *buf = vbuf;
+	int rc;
+
+	if (g->size == 1 || count == 0)
+		return 0;
+	size_t *off = calloc(2 * n, sizeof(*off));
+	if (!off)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	size_t *len = off + n;
+	if (mr_mesh_direct(count, esz, g->size)) {
+		/* every peer gets the whole buffer; all reduce the n inputs in rank order */
+		size_t bytes = count * esz;
+		for (size_t i = 0; i < n; i++) {
+			off[i] = 0;
+			len[i] = bytes;
+		}
+		rc = mesh_step(m, buf, off, len, false, dt, op, m->small, err);
+		if (rc == 0) {
+			memcpy(m->small + (size_t)g->rank * bytes, buf, bytes);
+			memcpy(buf, m->small, bytes);
+			for (int p = 1; p < g->size; p++)
+				mr_reduce(op, dt, buf, m->small + (size_t)p * bytes, count);
+		}
+		free(off);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t o, c;
+		mr_mesh_split(count, n, i, &o, &c);
+		off[i] = o * esz;
+		len[i] = c * esz;
+	}
+	rc = mesh_step(m, buf, off, len, true, dt, op, NULL, err);
+	if (rc == 0)
+		rc = mesh_step(m, buf, off, len, false, dt, op, NULL, err);
+	free(off);
+	return rc;
+}
+
+static int mesh_reduce_scatter(struct meshrun_group *g, void *buf, size_t count,
+			       enum meshrun_dtype dt, enum mr_op op, struct meshrun_err *err)
+{
+	struct mr_mesh *m = mesh_of(g);
+	size_t esz = mr_dtype_size((int)dt), n = (size_t)g->size;
+	size_t *off;
+	int rc;
+
+	if (g->size == 1 || count == 0)
+		return 0;
+	off = calloc(2 * n, sizeof(*off));
+	if (!off)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		off[i] = i * count * esz;
+		off[n + i] = count * esz;
+	}
+	rc = mesh_step(m, buf, off, off + n, true, dt, op, NULL, err);
+	free(off);
+	return rc;
+}
+
+static int mesh_all_gather(struct meshrun_group *g, void *buf, size_t bytes, struct meshrun_err *err)
+{
+	struct mr_mesh *m = mesh_of(g);
+	size_t n = (size_t)g->size;
+	size_t *off;
+	int rc;
+
+	if (g->size == 1 || bytes == 0)
+		return 0;
+	off = calloc(2 * n, sizeof(*off));
+	if (!off)
+		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		off[i] = i * bytes;
+		off[n + i] = bytes;
+	}
+	rc = mesh_step(m, buf, off, off + n, false, MESHRUN_UINT8, MR_OP_SUM, NULL, err);
+	free(off);
+	return rc;
+}
+
+static int mesh_barrier(struct meshrun_group *g, struct meshrun_err *err)
+{
+	unsigned char stack[256];
+	unsigned char *b = stack;
+	int rc;
+
+	if (g->size == 1)
+		return 0;
+	if ((size_t)g->size > sizeof(stack)) {
+		b = calloc((size_t)g->size, 1);
+		if (!b)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "barrier: out of memory");
+	}
+	b[g->rank] = 1;
+	rc = mesh_all_gather(g, b, 1, err);
+	if (b != stack)
+		free(b);
+	return rc;
+}
+
+static int mesh_send(struct meshrun_group *g, const void *buf, size_t bytes, int dst,
+		     struct meshrun_err *err)
+{
+	return mr_ring_p2p_send(&mesh_of(g)->ctl, buf, bytes, dst, err);
+}
+
+static int mesh_recv(struct meshrun_group *g, void *buf, size_t bytes, int src,
+		     struct meshrun_err *err)
+{
+	return mr_ring_p2p_recv(&mesh_of(g)->ctl, buf, bytes, src, err);
+}
+
+const struct mr_coll_ops mr_coll_mesh_ops = {
+	.name = "mesh",
+	.init = mesh_init,
+	.release = mesh_release,
+	.all_reduce = mesh_all_reduce,
+	.all_gather = mesh_all_gather,
+	.reduce_scatter = mesh_reduce_scatter,
+	.send = mesh_send,
+	.recv = mesh_recv,
+	.barrier = mesh_barrier,
+};
