@@ -98,7 +98,7 @@ static bool same_addr(const struct mr_ring_addr *a, const struct mr_ring_addr *b
 	return a->salen == b->salen && memcmp(&a->sa, &b->sa, a->salen) == 0;
 }
 
-/* Links to every peer (we call the higher ranks), listeners for the lower ones. */
+/* Links to every peer (we call the lower ranks), listeners for the higher ones. */
 static int mesh_connect(struct mr_mesh *m, struct meshrun_err *err)
 {
 	struct mr_ring *r = &m->ctl;
@@ -120,7 +120,7 @@ static int mesh_connect(struct mr_mesh *m, struct meshrun_err *err)
 			continue;
 		struct mr_conn_link *lk = &links[n++];
 		lk->peer = p;
-		lk->outgoing = p > r->rank;
+		lk->outgoing = p < r->rank;
 		lk->nconn = MR_MESH_HELLO_TAG + (uint32_t)m->ncab[p];
 		lk->ndata = (unsigned)m->ncab[p];
 		lk->addrs = MR_MESH_ADDR(&m->hosts, p, r->rank, 0);

@@ -17,10 +17,10 @@
  * Cells [i][j] and [j][i] list the same number of cables.
  *   [[null, ["10.0.0.1:5000"]], [["10.0.0.2:5001"], null]]
  *
- * Connections: for each pair i < j, rank i connects to each address of cell
- * [j][i] (data lane k to the k-th), plus a control lane on the first; rank j
- * listens on its distinct addresses of column-wise cells [j][*] for the
- * lower ranks. The hello (coll/wire.h) carries nconn = MR_MESH_HELLO_TAG +
+ * Connections: for each pair i < j, rank j connects to each address of cell
+ * [i][j] (data lane k to the k-th), plus a control lane on the first; rank i
+ * listens on its distinct addresses in cells [i][j] for the higher ranks
+ * (rank 0 listens for everyone, the last rank for nobody). The hello (coll/wire.h) carries nconn = MR_MESH_HELLO_TAG +
  * cables, so a ring connection or another job is refused (coll/conn.c).
  *
  * Progress: the caller's thread moves all data from one poll loop over every

@@ -96,6 +96,11 @@ static void host_release(struct mr_host *h)
 	MR_FREE(h->rdma);
 	h->nrdma = 0;
 	h->has_rdma = false;
+	for (size_t i = 0; i < h->nmesh; i++)
+		mr_strvec_release(&h->mesh[i].devs);
+	MR_FREE(h->mesh);
+	h->nmesh = 0;
+	h->has_mesh = false;
 }
 
 struct mr_hostfile *mr_hostfile_new(void)
@@ -221,9 +226,52 @@ static int parse_rdma(struct parser *ps, const cJSON *arr, struct mr_host *h)
 	return 0;
 }
 
+/* "mesh_ips": a row of null or lists of addresses (a lone string is one cable). */
+static int parse_mesh(struct parser *ps, const cJSON *arr, struct mr_host *h)
+{
+	size_t n, i = 0;
+	const cJSON *it;
+	int rc;
+
+	rc = mr_json_want_array(arr, ps->name, &ps->path, ps->err);
+	if (rc)
+		return rc;
+	h->has_mesh = true;
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (!n)
+		return 0;
+	h->mesh = calloc(n, sizeof(*h->mesh));
+	if (!h->mesh)
+		return nomem(ps->err);
+	cJSON_ArrayForEach(it, arr) {
+		struct mr_rdma_cell *c = &h->mesh[i];
+		mr_json_path_index(&ps->path, i);
+		h->nmesh = ++i;
+		rc = 0;
+		if (cJSON_IsNull(it)) {
+			c->kind = MR_RDMA_NULL;
+		} else if (cJSON_IsString(it)) {
+			c->kind = MR_RDMA_LIST;
+			if (!valid_ip(it->valuestring))
+				rc = mr_json_err(ps->err, ps->name, &ps->path, "'%s' is not an IP address or host name", it->valuestring);
+			else if (mr_strvec_push(&c->devs, it->valuestring) < 0)
+				rc = nomem(ps->err);
+		} else if (cJSON_IsArray(it)) {
+			c->kind = MR_RDMA_LIST;
+			rc = parse_string_list(ps, it, valid_ip, "an IP address or host name", &c->devs);
+		} else {
+			rc = mr_json_err(ps->err, ps->name, &ps->path, "expected null or a list of addresses, got %s", mr_json_type_name(it));
+		}
+		mr_json_path_pop(&ps->path);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static int parse_host(struct parser *ps, const cJSON *obj, struct mr_hostfile *hf)
 {
-	const cJSON *ssh, *ips, *rdma;
+	const cJSON *ssh, *ips, *rdma, *mesh;
 	struct mr_host *h;
 	int rc;
 
@@ -259,6 +307,14 @@ static int parse_host(struct parser *ps, const cJSON *obj, struct mr_hostfile *h
 	if (rdma) {
 		mr_json_path_key(&ps->path, "rdma");
 		rc = parse_rdma(ps, rdma, h);
+		mr_json_path_pop(&ps->path);
+		if (rc)
+			return rc;
+	}
+	mesh = mr_json_member(obj, "mesh_ips");
+	if (mesh) {
+		mr_json_path_key(&ps->path, "mesh_ips");
+		rc = parse_mesh(ps, mesh, h);
 		mr_json_path_pop(&ps->path);
 		if (rc)
 			return rc;
@@ -503,6 +559,25 @@ static int emit_host(struct mr_buf *b, const struct mr_host *h, int level, bool 
 				return -1;
 		}
 	}
+	if (h->has_mesh) {
+		if (mr_buf_puts(b, ",\n") < 0 || indent(b, level + 1) < 0 ||
+		    mr_buf_puts(b, "\"mesh_ips\": ") < 0)
+			return -1;
+		if (!h->nmesh) {
+			if (mr_buf_puts(b, "[]") < 0)
+				return -1;
+		} else {
+			if (mr_buf_puts(b, "[\n") < 0)
+				return -1;
+			for (size_t i = 0; i < h->nmesh; i++)
+				if (indent(b, level + 2) < 0 ||
+				    emit_cell(b, &h->mesh[i], level + 2) < 0 ||
+				    mr_buf_puts(b, i + 1 < h->nmesh ? ",\n" : "\n") < 0)
+					return -1;
+			if (indent(b, level + 1) < 0 || mr_buf_putc(b, ']') < 0)
+				return -1;
+		}
+	}
 	if (mr_buf_putc(b, '\n') < 0 || indent(b, level) < 0)
 		return -1;
 	return mr_buf_putc(b, '}');
@@ -640,5 +715,39 @@ int mr_hostfile_check_rdma(const struct mr_hostfile *hf, bool mesh, struct meshr
 					  i, h->ssh, left, cell_count(&h->rdma[left]), right,
 					  cell_count(&h->rdma[right]));
 	}
+	return 0;
+}
+
+int mr_hostfile_check_mesh(const struct mr_hostfile *hf, struct meshrun_err *err)
+{
+	size_t n = hf->nhosts;
+
+	if (!n)
+		return mr_err_set(err, MESHRUN_E_INVAL, "malformed hostfile: no hosts");
+	for (size_t i = 0; i < n; i++) {
+		const struct mr_host *h = &hf->hosts[i];
+		if (!h->has_mesh || h->nmesh != n)
+			return mr_err_set(err, MESHRUN_E_INVAL,
+					  "malformed hostfile: host %zu ('%s'): mesh_ips has %zu entries, expected %zu (one per host; meshconfig writes them on a full mesh)",
+					  i, h->ssh, h->nmesh, n);
+		for (size_t j = 0; j < n; j++) {
+			const struct mr_rdma_cell *c = &h->mesh[j];
+			if (j == i && c->kind != MR_RDMA_NULL)
+				return mr_err_set(err, MESHRUN_E_INVAL,
+						  "malformed hostfile: host %zu ('%s') mesh_ips[%zu]: expected null for the host itself",
+						  i, h->ssh, j);
+			if (j != i && (c->kind == MR_RDMA_NULL || !c->devs.nr))
+				return mr_err_set(err, MESHRUN_E_INVAL,
+						  "malformed hostfile: host %zu ('%s') mesh_ips[%zu]: no address on a cable to host %zu ('%s')",
+						  i, h->ssh, j, j, hf->hosts[j].ssh);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (hf->hosts[i].mesh[j].devs.nr != hf->hosts[j].mesh[i].devs.nr)
+				return mr_err_set(err, MESHRUN_E_INVAL,
+						  "malformed hostfile: host %zu ('%s') mesh_ips[%zu] lists %zu address(es) but host %zu ('%s') mesh_ips[%zu] lists %zu (the two ends of the same cables)",
+						  i, hf->hosts[i].ssh, j, hf->hosts[i].mesh[j].devs.nr, j,
+						  hf->hosts[j].ssh, i, hf->hosts[j].mesh[i].devs.nr);
 	return 0;
 }

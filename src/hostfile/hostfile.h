@@ -6,6 +6,11 @@
  *   list form    [{"ssh": "m1", "ips": ["10.0.0.1"], "rdma": [null, "rdma_en2"]}, ...]
  *   object form  {"backend": "jaccl", "envs": ["K=V"], "hosts": [ <list form> ]}
  * An rdma cell is null, a device name, or a list of device names (several cables).
+ * meshrun's own key "mesh_ips" (MLX's tools ignore unknown keys; meshconfig
+ * writes it on a full mesh) is a row like rdma: cell j is null on the
+ * diagonal, else the list of this host's addresses on its cables to host j,
+ * which the mesh backend (coll/tcpmesh.h) connects over. It is emitted after
+ * "rdma", only where it was read or set.
  * Written JSON has the same shape, indent 4 and MLX's key order, so a file written
  * by either tool is read by the other: the object form (what current MLX writes)
  * always has "backend", "envs", "hosts" and every host "ssh", "ips", "rdma"; the
@@ -44,6 +49,9 @@ struct mr_host {
 	bool has_rdma;             /* the "rdma" key was present */
 	struct mr_rdma_cell *rdma; /* nrdma cells: this host's row of the rdma matrix */
 	size_t nrdma;
+	bool has_mesh;             /* the "mesh_ips" key was present */
+	struct mr_rdma_cell *mesh; /* nmesh cells: MR_RDMA_NULL or MR_RDMA_LIST of addresses */
+	size_t nmesh;
 };
 
 struct mr_hostfile {
@@ -98,5 +106,13 @@ int mr_hostfile_save(const struct mr_hostfile *hf, const char *path, struct mesh
  *   "malformed hostfile: host 1 ('m2') rdma[3]: no RDMA device for peer 3 ('m4')"
  */
 int mr_hostfile_check_rdma(const struct mr_hostfile *hf, bool mesh, struct meshrun_err *err);
+
+/*
+ * Whether the mesh backend can run: every host has a "mesh_ips" row of nhosts
+ * cells, null on the diagonal, a non-empty list elsewhere, and cells [i][j]
+ * and [j][i] list as many addresses (the same cables). 0, or MESHRUN_E_INVAL
+ * with "malformed hostfile: host 1 ('m2') mesh_ips[3]: ..." naming the first fault.
+ */
+int mr_hostfile_check_mesh(const struct mr_hostfile *hf, struct meshrun_err *err);
 
 #endif

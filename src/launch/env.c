@@ -15,6 +15,7 @@ static const char *const backend_names[] = {
 	[MR_BACKEND_RING] = "ring",
 	[MR_BACKEND_JACCL] = "jaccl",
 	[MR_BACKEND_JACCL_RING] = "jaccl-ring",
+	[MR_BACKEND_MESH] = "mesh",
 	[MR_BACKEND_NCCL] = "nccl",
 	[MR_BACKEND_MPI] = "mpi",
 };
@@ -105,6 +106,55 @@ int mr_launch_ring_json(const struct mr_hostfile *hf, int starting_port, int con
 							  "host '%s' (hosts[%zu]): ips[%zu]: not valid UTF-8",
 							  h->ssh, i, j);
 			}
+		}
+		if (mr_buf_putc(out, ']') < 0)
+			return nomem(err);
+	}
+	if (mr_buf_putc(out, ']') < 0)
+		return nomem(err);
+	return 0;
+}
+
+int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct mr_buf *out,
+			struct meshrun_err *err)
+{
+	int rc = mr_hostfile_check_mesh(hf, err);
+
+	if (rc < 0) {
+		if (err)
+			err->code = MESHRUN_E_USAGE;
+		return MESHRUN_E_USAGE;
+	}
+	if (starting_port + (long)hf->nhosts - 1 > 65535)
+		return mr_err_set(err, MESHRUN_E_USAGE, "mesh ports run past 65535 (%zu ranks from --starting-port %d)", hf->nhosts, starting_port);
+	if (mr_buf_putc(out, '[') < 0)
+		return nomem(err);
+	for (size_t i = 0; i < hf->nhosts; i++) {
+		const struct mr_host *h = &hf->hosts[i];
+		if (mr_buf_puts(out, i ? ", [" : "[") < 0)
+			return nomem(err);
+		for (size_t j = 0; j < hf->nhosts; j++) {
+			const struct mr_rdma_cell *c = &h->mesh[j];
+			if (j && mr_buf_puts(out, ", ") < 0)
+				return nomem(err);
+			if (j == i) {
+				if (mr_buf_puts(out, "null") < 0)
+					return nomem(err);
+				continue;
+			}
+			if (mr_buf_putc(out, '[') < 0)
+				return nomem(err);
+			for (size_t k = 0; k < c->devs.nr; k++) {
+				char ep[160];
+				/* IPv6: "[addr]:port" (coll/env.c's form) */
+				snprintf(ep, sizeof(ep), strchr(c->devs.v[k], ':') ? "[%s]:%ld" : "%s:%ld", c->devs.v[k], (long)starting_port + (long)i);
+				if ((k && mr_buf_puts(out, ", ") < 0))
+					return nomem(err);
+				if (mr_json_quote(out, ep) < 0)
+					return mr_err_set(err, MESHRUN_E_USAGE, "host '%s' (hosts[%zu]): mesh_ips[%zu][%zu]: not valid UTF-8", h->ssh, i, j, k);
+			}
+			if (mr_buf_putc(out, ']') < 0)
+				return nomem(err);
 		}
 		if (mr_buf_putc(out, ']') < 0)
 			return nomem(err);
@@ -205,6 +255,16 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 	int rc = 0;
 
 	switch (o->backend) {
+	case MR_BACKEND_MESH:
+		if (hf->nhosts > 1) {
+			if ((rc = mr_launch_mesh_json(hf, o->starting_port, &b, err)) < 0)
+				break;
+			if ((rc = add_file(e, MR_ENV(MESHRUN_MESH_HOSTFILE), "mesh.json", &b, err)) < 0)
+				break;
+			mr_buf_reset(&b);
+		}
+		/* the ring's hostfile too, for programs that only know the ring */
+		/* fall through */
 	case MR_BACKEND_RING:
 		if ((rc = mr_launch_ring_json(hf, o->starting_port, o->connections_per_ip, &b, err)) < 0)
 			break;

@@ -11,6 +11,10 @@
  *                ports from --starting-port, +1 per IP and per connection
  *                (--connections-per-ip), in rank order; "" for a single rank.
  *                MLX_RING_VERBOSE=1 with --verbose.
+ *   mesh         as ring (so a program that only knows the ring still runs), plus
+ *                MESHRUN_MESH_HOSTFILE=<file>: the hosts' "mesh_ips" rows as a
+ *                matrix of "ip:port" lists (coll/tcpmesh.h), after
+ *                mr_hostfile_check_mesh(); rank i listens on --starting-port + i.
  *   jaccl        MLX_JACCL_COORDINATOR=<rank 0's first ip>:<starting port>,
  *   jaccl-ring   MLX_JACCL_RING=1 (jaccl-ring),
  *                MLX_IBV_DEVICES=<file>: json.dumps of the hostfile's rdma matrix,
@@ -47,6 +51,7 @@ enum mr_backend {
 	MR_BACKEND_JACCL_RING,
 	MR_BACKEND_NCCL,
 	MR_BACKEND_MPI,
+	MR_BACKEND_MESH,
 };
 
 /* "ring" -> MR_BACKEND_RING ...; -1 for an unknown name. */
@@ -121,6 +126,9 @@ int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const cha
 /* The ring hostfile text (json.dumps form, no newline); exposed for tests. */
 int mr_launch_ring_json(const struct mr_hostfile *hf, int starting_port, int conns,
 			struct mr_buf *out, struct meshrun_err *err);
+/* The mesh backend's address matrix (json.dumps form, no newline). */
+int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct mr_buf *out,
+			struct meshrun_err *err);
 /* The rdma matrix text (json.dumps form, no newline). */
 int mr_launch_rdma_json(const struct mr_hostfile *hf, struct mr_buf *out,
 			struct meshrun_err *err);

@@ -25,8 +25,9 @@
 		MR_OPT_STRING(0, "shared-dir", &(o)->shared_dir, "DIR",                         \
 			      "srun/mpirun with remote hosts: job files go here, a path every host sees (default $MESHRUN_SHARED_DIR, else the working directory)"), \
 		MR_OPT_GROUP("Backend and environment"),                                        \
-		MR_OPT_CHOICE(0, "backend", &(o)->backend, "ring|jaccl|jaccl-ring|nccl|mpi",    \
-			      "distributed backend (default: the hostfile's, else nccl with a GPU, else ring)"), \
+		MR_OPT_CHOICE(0, "backend", &(o)->backend, "ring|mesh|jaccl|jaccl-ring|nccl|mpi", \
+			      "distributed backend (default: the hostfile's, else nccl with a GPU, else ring; " \
+			      "a ring hostfile whose hosts all have mesh_ips (a full mesh) runs mesh)"), \
 		MR_OPT_LIST(0, "env", &(o)->envs, "K=V",                                        \
 			    "set a variable on every rank (repeatable; after the hostfile's envs)"), \
 		MR_OPT_INT_D('p', "starting-port", &(o)->starting_port, "PORT", 1, 65535,       \

@@ -345,11 +345,16 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		backend = mr_have_nvidia_gpu() ? "nccl" : "ring";
 	if ((b = mr_backend_parse(backend)) < 0) {
 		rc = mr_err_set(err, MESHRUN_E_USAGE,
-				"%s: backend: unknown backend '%s' (ring, jaccl, jaccl-ring, nccl, mpi)",
+				"%s: backend: unknown backend '%s' (ring, mesh, jaccl, jaccl-ring, nccl, mpi)",
 				o->hostfile ? o->hostfile : "--backend", backend);
 		goto out_release;
 	}
 	plan->backend = (enum mr_backend)b;
+	/* a full mesh (meshconfig wrote "mesh_ips" on every host) runs the mesh,
+	 * every cable busy, unless --backend says ring */
+	if (!o->backend && plan->backend == MR_BACKEND_RING && plan->hf->nhosts > 1 &&
+	    mr_hostfile_check_mesh(plan->hf, NULL) == 0)
+		plan->backend = MR_BACKEND_MESH;
 	if ((rc = need_rdma_matrix(o, plan, err)) < 0)
 		goto out_release;
 	bool shim = false;

@@ -53,6 +53,44 @@ nomem:
 	return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 }
 
+/*
+ * On a full mesh, meshrun's "mesh_ips" rows (MLX's tools ignore the key): cell
+ * b of host a lists a's addresses on every planned cable to b, so the mesh
+ * backend can use each cable. Hosts are in the hostfile's order (ring order
+ * for ring and jaccl-ring). Nothing is added where a pair has no cable.
+ */
+static int add_mesh_ips(struct mr_hostfile *hf, const struct mr_topo_plan *p,
+			const struct mr_topo_choice *ch, size_t n)
+{
+	bool ring_order = ch->backend == MR_TOPO_BACKEND_RING || ch->backend == MR_TOPO_BACKEND_JACCL_RING;
+
+	for (size_t a = 0; a < n; a++)
+		for (size_t b = 0; b < n; b++) {
+			size_t na = ring_order ? ch->ring.order[a] : a, nb = ring_order ? ch->ring.order[b] : b;
+			if (a != b && !mr_topo_plan_count(p, na, nb))
+				return 0;
+		}
+	for (size_t a = 0; a < n; a++) {
+		struct mr_host *h = &hf->hosts[a];
+		size_t na = ring_order ? ch->ring.order[a] : a;
+		h->mesh = calloc(n, sizeof(*h->mesh));
+		if (!h->mesh)
+			return -1;
+		h->nmesh = n;
+		h->has_mesh = true;
+		for (size_t b = 0; b < n; b++) {
+			size_t nb = ring_order ? ch->ring.order[b] : b;
+			if (a == b)
+				continue;
+			h->mesh[b].kind = MR_RDMA_LIST;
+			for (size_t k = 0; k < mr_topo_plan_count(p, na, nb); k++)
+				if (mr_strvec_push(&h->mesh[b].devs, mr_topo_plan_ip(p, na, nb, k)) < 0)
+					return -1;
+		}
+	}
+	return 0;
+}
+
 int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan *p,
 		     const struct mr_topo_choice *ch, const struct mr_strvec *host_ips,
 		     const struct mr_strvec *envs, struct mr_hostfile **out,
@@ -147,6 +185,8 @@ int mr_topo_hostfile(const struct mr_topo_cluster *c, const struct mr_topo_plan 
 		rc = mr_err_set(err, MESHRUN_E_INVAL, "no backend chosen");
 		goto out;
 	}
+	if (ch->mesh && add_mesh_ips(hf, p, ch, n) < 0)
+		goto out_nomem;
 	*out = hf;
 	hf = NULL;
 	goto out;

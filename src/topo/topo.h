@@ -334,6 +334,9 @@ size_t mr_topo_plan_count(const struct mr_topo_plan *p, size_t i, size_t j);
  *              neighbours ring.cables devices, every other cell null (a cable
  *              between non-neighbours too); one device as a string, several as
  *              a list.
+ * On a full mesh (ch->mesh) every host also gets meshrun's "mesh_ips" row (see
+ * hostfile.h): its addresses on its cables to each other host, in the
+ * hostfile's host order; MLX's tools ignore the key.
  * host_ips: NULL or an array of nhosts vectors (each may be empty) - the en0/en1
  * addresses meshconfig found (MLX's add_ips). envs: NULL or "K=V" strings.
  */

@@ -165,6 +165,20 @@ static void check_fixture(const char *name)
 		assert_contains(r.err, "Setup for "); /* no --auto-setup: commands printed */
 		got = cJSON_Parse(r.out);
 		assert_non_null(got);
+		/* MLX's hostfile plus meshrun's "mesh_ips" on a full mesh (which MLX ignores) */
+		{
+			const cJSON *hs = cJSON_GetObjectItemCaseSensitive(got, "hosts"), *h;
+			int nmesh = 0;
+			cJSON_ArrayForEach(h, hs)
+				if (cJSON_GetObjectItemCaseSensitive(h, "mesh_ips")) {
+					nmesh++;
+					cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)h, "mesh_ips");
+				}
+			if (!strcmp(verdict->valuestring, "mesh") && nmesh != cJSON_GetArraySize(hs))
+				fail_msg("%s: a full mesh but %d of %d hosts have mesh_ips:\n%s", name, nmesh, cJSON_GetArraySize(hs), r.out);
+			if (strcmp(verdict->valuestring, "mesh") && nmesh)
+				fail_msg("%s: not a full mesh but mesh_ips written:\n%s", name, r.out);
+		}
 		if (hf && !cJSON_Compare(got, hf, true)) {
 			char *w = cJSON_Print(hf);
 			fail_msg("%s: hostfile differs; got:\n%s\nwant:\n%s", name, r.out, w);

@@ -395,9 +395,65 @@ static void test_shlex_errors(void **state)
 	}
 }
 
+/* meshconfig's full-mesh hostfile: ring order, mesh_ips rows (h1-h3 double-cabled). */
+static const char mesh3[] =
+	"{\"backend\": \"ring\", \"envs\": [], \"hosts\": [\n"
+	" {\"ssh\": \"h1\", \"ips\": [\"192.168.0.1\"], \"rdma\": [],\n"
+	"  \"mesh_ips\": [null, [\"192.168.0.1\"], [\"192.168.0.5\", \"192.168.0.9\"]]},\n"
+	" {\"ssh\": \"h2\", \"ips\": [\"192.168.0.2\"], \"rdma\": [],\n"
+	"  \"mesh_ips\": [[\"192.168.0.2\"], null, [\"192.168.0.13\"]]},\n"
+	" {\"ssh\": \"h3\", \"ips\": [\"192.168.0.14\"], \"rdma\": [],\n"
+	"  \"mesh_ips\": [[\"192.168.0.6\", \"192.168.0.10\"], [\"192.168.0.14\"], null]}]}";
+
+static void test_mesh(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hostfile *hf = hf_parse(mesh3);
+	struct mr_launch_env_opts o = opts_for(MR_BACKEND_MESH);
+	struct mr_launch_env e;
+	struct mr_buf b = MR_BUF_INIT;
+
+	(void)state;
+	assert_int_equal(mr_hostfile_check_mesh(hf, &err), 0);
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	assert_int_equal(e.nfiles, 2);
+	assert_string_equal(e.files[0].var, "MESHRUN_MESH_HOSTFILE");
+	assert_string_equal(e.files[0].content,
+			    "[[null, [\"192.168.0.1:32323\"], [\"192.168.0.5:32323\", \"192.168.0.9:32323\"]], "
+			    "[[\"192.168.0.2:32324\"], null, [\"192.168.0.13:32324\"]], "
+			    "[[\"192.168.0.6:32325\", \"192.168.0.10:32325\"], [\"192.168.0.14:32325\"], null]]\n");
+	assert_string_equal(e.files[1].var, "MLX_HOSTFILE"); /* the ring's too */
+	check_rank_env(&e, 2, "/j",
+		       "MESHRUN_MESH_HOSTFILE=/j/mesh.json;MLX_HOSTFILE=/j/hostfile.json;MLX_RANK=2;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+	/* written back as read, mesh_ips after rdma */
+	assert_int_equal(mr_hostfile_emit(hf, &b, &err), 0);
+	assert_non_null(strstr(mr_buf_cstr(&b), "\"rdma\": [],\n            \"mesh_ips\": [\n                null,\n                [\n"));
+	mr_buf_release(&b);
+	mr_hostfile_free(hf);
+
+	/* the two ends of h1-h3 disagree: refused, naming both */
+	char *bad = strdup(mesh3);
+	char *p = strstr(bad, ", \"192.168.0.9\"");
+	memmove(p, p + strlen(", \"192.168.0.9\""), strlen(p + strlen(", \"192.168.0.9\"")) + 1);
+	hf = hf_parse(bad);
+	assert_true(mr_launch_env_build(hf, &o, &e, &err) < 0);
+	assert_int_equal(err.code, MESHRUN_E_USAGE);
+	assert_non_null(strstr(err.msg, "host 0 ('h1') mesh_ips[2] lists 1 address(es) but host 2 ('h3') mesh_ips[0] lists 2"));
+	mr_hostfile_free(hf);
+	free(bad);
+	/* no mesh_ips: the mesh cannot run */
+	hf = hf_parse(two_ips);
+	mr_err_clear(&err);
+	assert_true(mr_hostfile_check_mesh(hf, &err) < 0);
+	assert_non_null(strstr(err.msg, "host 0 ('m1'): mesh_ips has 0 entries, expected 3"));
+	mr_hostfile_free(hf);
+}
+
 static void test_backend_names(void **state)
 {
 	(void)state;
+	assert_int_equal(mr_backend_parse("mesh"), MR_BACKEND_MESH);
 	assert_int_equal(mr_backend_parse("ring"), MR_BACKEND_RING);
 	assert_int_equal(mr_backend_parse("jaccl"), MR_BACKEND_JACCL);
 	assert_int_equal(mr_backend_parse("jaccl-ring"), MR_BACKEND_JACCL_RING);
@@ -423,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_mpi),
 		cmocka_unit_test(test_mpi_meshrun_impl),
 		cmocka_unit_test(test_shlex_errors),
+		cmocka_unit_test(test_mesh),
 		cmocka_unit_test(test_backend_names),
 	};
 

@@ -1,14 +1,15 @@
 #!/bin/bash
-# fault_kill.sh RUN_RING PROG - kill -9 one of 4 ranks in the middle of a 64 MiB
+# fault_kill.sh RUN_RING PROG [-m] - kill -9 one of 4 ranks in the middle of a 64 MiB
 # all_sum: the other three must fail (exit 3) with an error naming rank 2 and
 # its address. Asserts the error, not the time (MESHRUN_TIMEOUT is small only so
-# that a broken detection fails the test instead of hanging it).
+# that a broken detection fails the test instead of hanging it). -m: the mesh
+# backend (run_ring.sh -m), where rank 2 is every rank's direct peer.
 set -u
-run_ring=$1 prog=$2
+run_ring=$1 prog=$2 mode=${3:-}
 out=$(mktemp -d /tmp/mr-coll-fault-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export MESHRUN_TIMEOUT=5
-"$run_ring" -n 4 -o "$out" -- "$prog" --fault-loop --max-size 64M >/dev/null 2>&1 &
+"$run_ring" -n 4 -o "$out" $mode -- "$prog" --fault-loop --max-size 64M >/dev/null 2>&1 &
 runner=$!
 # wait until rank 2 finished a whole all_sum, so the kill lands inside the next one
 for ((i = 0; i < 600; i++)); do

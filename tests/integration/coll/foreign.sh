@@ -1,9 +1,10 @@
 #!/bin/bash
-# foreign.sh RUN_RING PROG - while rank 0 waits for its neighbours, a garbage
+# foreign.sh RUN_RING PROG [-m] - while rank 0 waits for its neighbours (-m:
+# the mesh backend, where rank 0 listens for every peer), a garbage
 # connection and a meshrun hello with another job's token reach its port: both
 # must be refused (logged with MLX_RING_VERBOSE) and the job must still pass.
 set -u
-run_ring=$1 prog=$2
+run_ring=$1 prog=$2 mode=${3:-}
 out=$(mktemp -d /tmp/mr-coll-foreign-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export MLX_RING_VERBOSE=1
@@ -15,7 +16,7 @@ export RUN_RING_HOOK='
 	printf "MRNG\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00\x09\x00\x00\x00wrong-job" >&4 &&
 	sleep 0.3 && exec 4>&-
 	true'
-if ! "$run_ring" -n 3 -o "$out" -- "$prog" --max-size 64K -q >/dev/null 2>&1; then
+if ! "$run_ring" -n 3 -o "$out" $mode -- "$prog" --max-size 64K -q >/dev/null 2>&1; then
 	echo "FAIL: the job did not pass"; cat "$out"/rank*.err; exit 1
 fi
 fail=0
