@@ -1,13 +1,14 @@
 #!/bin/bash
-# fault_stop.sh RUN_RING PROG - SIGSTOP one of 4 ranks in the middle of a 64 MiB
+# fault_stop.sh RUN_RING PROG [-m] - SIGSTOP one of 4 ranks in the middle of a 64 MiB
 # all_sum: a peer that is alive but silent keeps its sockets open, so only the
 # stall check (ring_p2p.c: no byte for MESHRUN_TIMEOUT) can end the job. The
 # other three must fail (exit 3) within the timeout plus a grace, rank 2's
 # neighbours saying it "showed no sign of life", and every error naming rank 2
 # and its address. kill -9 and a pulled cable reach the end-of-connection
 # path first, so they cannot catch a stall check that is switched off.
+# -m: the mesh backend (run_ring.sh -m), where every rank is rank 2's neighbour.
 set -u
-run_ring=$1 prog=$2
+run_ring=$1 prog=$2 mode=${3:-}
 out=$(mktemp -d /tmp/mr-coll-stop-XXXXXX)
 runner=
 cleanup() {
@@ -17,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 export MESHRUN_TIMEOUT=2
-"$run_ring" -n 4 -o "$out" -- "$prog" --fault-loop --max-size 64M >/dev/null 2>&1 &
+"$run_ring" -n 4 -o "$out" $mode -- "$prog" --fault-loop --max-size 64M >/dev/null 2>&1 &
 runner=$!
 for ((i = 0; i < 600; i++)); do
 	grep -q "iteration 1 done" "$out/rank2.out" 2>/dev/null && break
