@@ -145,6 +145,8 @@ info "the cluster now (addresses meshconfig set on each cable end):"
 "$bin/meshsim" status "$name" | sed -n '/^hosts:/,$p' | sed 's/^/      /'
 
 say "meshrun: one rank per simulated Mac, over ssh, talking over the cables"
+info "(a full mesh: the hostfile's mesh_ips make meshrun run the mesh backend, every rank"
+info " talking to every other over its own cable; --backend ring would use two per host)"
 info "each rank contributes rank+1; all_sum must give 1+2+...+$n = $((n * (n + 1) / 2)) on every rank"
 run "$bin/meshrun" --hostfile "$work/hosts.json" --ssh-config "$cfg" --tag-output -- "$demo" \
 	</dev/null | tee "$work/out"

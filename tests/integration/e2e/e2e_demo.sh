@@ -51,8 +51,9 @@ demo() { # demo LABEL EXPECT_REGEX ARGS...
 
 if [ "$(id -u)" -eq 0 ] && [ -x /usr/sbin/sshd ] && ip netns add mseprobe$$ 2>/dev/null; then
 	ip netns del mseprobe$$
-	# ranks on the simulated Macs, talking over the cable addresses
-	demo "demo on the simulated cluster" '^\[rank 3 m4\] rank 3 of 4 \(ring\)'
+	# ranks on the simulated Macs, talking over the cable addresses (a full
+	# mesh: meshconfig writes mesh_ips, so meshrun runs the mesh backend)
+	demo "demo on the simulated cluster" '^\[rank 3 m4\] rank 3 of 4 \(mesh\)'
 	grep -q '"192\.168\.' "$TMP/out" && ok "hostfile of cable addresses shown" || fail "hostfile of cable addresses shown"
 else
 	echo "# not root or no network namespaces: the simulated-cluster demo is not tried here"
