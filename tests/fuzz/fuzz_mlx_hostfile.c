@@ -16,14 +16,22 @@ static const char *const vars[] = {
 	"MLX_NCCL_TIMEOUT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
 };
 
-/* Every variable set to v (those named in mask), the others unset. */
+/*
+ * Every variable set to v (those named in mask), the others unset. Through
+ * putenv() of our own buffers: glibc's setenv() keeps every value it was ever
+ * given (getenv() pointers must stay valid), which grew this harness to a
+ * gigabyte in 10 minutes.
+ */
 static void set_vars(const char *v, unsigned mask)
 {
+	static char bufs[ARRAY_SIZE(vars)][320];
+
 	for (size_t i = 0; i < ARRAY_SIZE(vars); i++) {
-		if (mask & (1u << i))
-			setenv(vars[i], v, 1);
-		else
-			unsetenv(vars[i]);
+		unsetenv(vars[i]);
+		if (mask & (1u << i)) {
+			snprintf(bufs[i], sizeof(bufs[i]), "%s=%s", vars[i], v);
+			putenv(bufs[i]);
+		}
 	}
 }
 

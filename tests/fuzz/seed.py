@@ -2,7 +2,11 @@
 """seed.py - (re)write the seed corpora tests/fuzz/corpus/<harness>/ from the
 fixtures, the unit tests' data and a few hand-made inputs (wire formats are
 encoded here as coll/wire.h and coll/nccl_boot.h describe them). Run from the
-repository root; the result is committed, so the test command needs no Python."""
+repository root; the result is committed, so the test command needs no Python.
+
+Besides these seed-* files the committed corpora hold what longer fuzzing runs
+found that adds coverage (merged with `HARNESS -merge=1 tests/fuzz/corpus/NAME
+GROWN_DIR`), so the 20 s runs of the test command replay it."""
 import glob, hashlib, os, struct, sys
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
