@@ -87,6 +87,11 @@ put("fuzz_ibv_matrix", '[[null,["rdma_en2","rdma_en3"],null,["rdma_en4","rdma_en
     '[null,["rdma_en2","rdma_en3"],null,["rdma_en4","rdma_en5"]],'
     '[["rdma_en2","rdma_en3"],null,["rdma_en4","rdma_en5"],null]]')
 put("fuzz_ibv_matrix", '[[null,"rdma_en2"],["rdma_en2",null]]')
+put("fuzz_mesh_hostfile", '[[null,"10.0.0.1:5000"],["10.0.0.2:5000",null]]')
+put("fuzz_mesh_hostfile", '[[null,["192.168.0.1:5000","192.168.0.5:5000"],"192.168.0.9:5000"],'
+    '[["192.168.0.2:5000","192.168.0.6:5000"],null,"192.168.0.13:5000"],'
+    '["192.168.0.10:5000","192.168.0.14:5000",null]]')
+put("fuzz_mesh_hostfile", '[[null,"[::1]:5000"],["[::1]:5001",null]]')
 
 def hello(lane, rank, size, nconn, token, version=1):
     return (b"MRNG" + struct.pack("<HHIIIHH", version, lane, rank, size, nconn, len(token), 0) + token)
