@@ -92,6 +92,10 @@
 	X(PMI_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")            \
 	X(PMI_SIZE, "", "mpi", "", "whether the process runs under an MPI launcher")            \
 	X(PMIX_RANK, "", "mpi", "", "whether the process runs under an MPI launcher")           \
+	X(MESHRUN_MPI_ERRORS, "", "libmeshrun-mpi", "",                                         \
+	  "what a failing MPI call does in libmeshrun-mpi: `fatal` (default, as Open MPI's "    \
+	  "MPI_ERRORS_ARE_FATAL: the message, then exit with the MPI error class as status, "   \
+	  "since MLX does not check the codes) or `return` (MPI_ERRORS_RETURN)")               \
 	X(MESHRUN_TIMEOUT, "", "all", "",                                                       \
 	  "bound on any wait for a peer (seconds, `1.5`, `500ms`; default 30)")                 \
 	X(MESHRUN_RING_TCP_CC, "", "ring, mesh", "",                                                  \

@@ -3,11 +3,13 @@
  * comm.c holds the collectives of split communicators.
  */
 #include "common/compat.h"
+#include "common/envmap.h"
 #include "mpishim/comm.h"
 #include "mpishim/mpishim.h"
 
 #include <limits.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -40,18 +42,36 @@ PREDEF(ompi_mpi_c_complex, MESHRUN_FLOAT32, 2, true)
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static enum { ST_NEW, ST_READY, ST_DONE } state;
 
-/* Report on stderr (mpishim.h says why) and return code. */
+/*
+ * Report on stderr (mpishim.h says why), then end the process with the code
+ * as its exit status, as Open MPI's default handler (MPI_ERRORS_ARE_FATAL)
+ * does: MLX dispatches MPI_Allreduce/Allgather/Send/Recv without looking at
+ * what they return, so a returned error would let it go on with a buffer that
+ * holds no result. MESHRUN_MPI_ERRORS=return gives the codes back instead
+ * (MPI_ERRORS_RETURN) for a program that checks them.
+ */
 MR_PRINTF(3, 4)
 static int fail(const char *fn, int code, const char *fmt, ...)
 {
 	char msg[MESHRUN_ERR_MSG_MAX + 128];
+	const char *mode = getenv(MR_ENV(MESHRUN_MPI_ERRORS));
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "libmeshrun-mpi: %s: %s\n", fn, msg);
-	return code;
+	if (mode && strcmp(mode, "return") == 0)
+		return code;
+	if (mode && *mode && strcmp(mode, "fatal") != 0)
+		fprintf(stderr, "libmeshrun-mpi: MESHRUN_MPI_ERRORS='%.40s' is neither 'fatal' nor 'return': errors are fatal\n",
+			mode);
+	fprintf(stderr, "libmeshrun-mpi: errors are fatal (as Open MPI's MPI_ERRORS_ARE_FATAL; "
+			"MESHRUN_MPI_ERRORS=return gives the codes back): exiting with status %d\n",
+		code);
+	fflush(NULL);
+	/* _exit: the program's other threads may hold locks its atexit handlers need */
+	_exit(code);
 }
 
 static int fail_coll(const char *fn, const struct meshrun_err *err)

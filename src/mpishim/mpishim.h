@@ -44,12 +44,15 @@
  * MPI_ANY_SOURCE, a send to oneself, color MPI_UNDEFINED, a receive count that
  * differs from the sender's, MPI_MAX/MIN on complex, a type not committed.
  *
- * Errors: every failing call returns an Open MPI error class and writes one
- * line "libmeshrun-mpi: MPI_Allreduce: <libmeshrun's message>" to stderr.
- * (A library should not print, but Open MPI's default error handler reports
- * and aborts, and MLX ignores the codes its collectives return: silence would
- * hide a dead peer.) After a peer fails, libmeshrun's group is broken and every
- * later collective returns MPI_ERR_OTHER within MESHRUN_TIMEOUT.
+ * Errors: every failing call writes one line "libmeshrun-mpi: MPI_Allreduce:
+ * <libmeshrun's message>" to stderr and, by default, ends the process with the
+ * Open MPI error class as its exit status, as Open MPI's default handler
+ * (MPI_ERRORS_ARE_FATAL) does: MLX ignores the codes its collectives return,
+ * so a returned error would leave it computing on a buffer that holds no
+ * result. With MESHRUN_MPI_ERRORS=return the call returns the class instead
+ * (MPI_ERRORS_RETURN). After a peer fails, libmeshrun's group is broken and
+ * every later collective fails within MESHRUN_TIMEOUT; meshrun then sees the
+ * rank's non-zero exit and stops the job naming it.
  *
  * Threads: calls are serialised by one mutex (MLX issues them from its
  * communication stream's thread).
