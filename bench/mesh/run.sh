@@ -2,7 +2,7 @@
 # bench/mesh/run.sh - all-reduce where the links, not the processors, bind
 # (issue 19 part 4), in one run, root:
 #
-#   bench/mesh/run.sh [--bin DIR] [--hosts 4,8] [--rate 1gbit] [--sizes 16M,128M]
+#   bench/mesh/run.sh [--bin DIR] [--hosts 4,8|none] [--rate 1gbit] [--sizes 16M,128M]
 #       [--repeats 3] [--peers ring,mesh,openmpi] [--limits rate,none]
 #       [--no-stripe] [--out DIR]
 #
@@ -76,7 +76,8 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[[ $hosts_list =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--hosts: expected a list like 4,8, got '$hosts_list'"
+[ "$hosts_list" = none ] && hosts_list=""
+[[ -z $hosts_list || $hosts_list =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--hosts: expected a list like 4,8 or 'none', got '$hosts_list'"
 for n in ${hosts_list//,/ }; do
 	[ "$n" -ge 3 ] && [ "$n" -le 16 ] || die "--hosts: $n is not in 3..16"
 done
@@ -176,7 +177,10 @@ cluster_up() { # spec
 			info "meshconfig wrote no mesh_ips for $spec: no mesh rows"
 		fi
 	fi
-	direct_routes
+	# only where each pair of hosts has one cable (two cables between the
+	# same hosts would each get routes to the other's address: crossed)
+	[[ $spec == mesh:* ]] && direct_routes
+	return 0
 }
 
 # Open MPI connects to any address a peer publishes and gives up on one it
