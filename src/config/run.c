@@ -348,6 +348,10 @@ int mr_config_main_with(const struct mr_config_opts *o, FILE *out, FILE *err)
 	ho.known_hosts = o->known_hosts;
 	ho.accept_new_hostkeys = o->accept_new_hostkeys;
 	ho.batch = true;
+	if (mr_hal_ssh_pick(o->ssh, &ho.ssh, &e) < 0) {
+		mr_log_print(err, 0, MR_LOG_ERROR, "%s", e.msg);
+		return MR_CONFIG_EXIT_USAGE;
+	}
 	if (o->simulate)
 		rc = cfg_sim_hal(o->simulate, &ho, &hal, &e);
 	else if (all_local(o))

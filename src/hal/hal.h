@@ -5,6 +5,9 @@
  *   local   fork/exec on this machine (127.0.0.1, localhost, meshrun -n)
  *   ssh     libssh2, one connection per host reused for every command, many hosts
  *           driven in parallel from one poll loop
+ *   openssh the OpenSSH client binary, one control master per host and every
+ *           command multiplexed over it (openssh.c), for configurations libssh2
+ *           cannot follow (ProxyCommand, ...); same rules as ssh
  *   replay  commands answered from fixture files and scripted results (unit tests,
  *           meshconfig --simulate)
  *
@@ -91,6 +94,18 @@ struct mr_spawn {
 	void *user;                   /* returned by mr_proc_user() */
 };
 
+/* Which ssh remote hosts get (mr_hal_opts.ssh; --ssh, $MESHRUN_SSH). */
+enum mr_hal_ssh {
+	MR_HAL_SSH_AUTO = 0,  /* libssh2, unless the host's configuration needs OpenSSH */
+	MR_HAL_SSH_LIBSSH2,   /* libssh2 for every host */
+	MR_HAL_SSH_OPENSSH    /* the OpenSSH client for every host */
+};
+/* "auto", "libssh2", "openssh" -> *out; 0, or -1 for anything else. */
+int mr_hal_ssh_parse(const char *s, enum mr_hal_ssh *out);
+/* The tools' choice: opt (--ssh) when not NULL, else $MESHRUN_SSH when set and
+ * not empty, else auto. MESHRUN_E_USAGE naming the flag or the variable. */
+int mr_hal_ssh_pick(const char *opt, enum mr_hal_ssh *out, struct meshrun_err *err);
+
 /* Options shared by every backend; zero means the default shown. */
 struct mr_hal_opts {
 	int connect_timeout_ms;       /* 10000 */
@@ -104,11 +119,22 @@ struct mr_hal_opts {
 	const char *user;             /* NULL: config, else $USER */
 	bool accept_new_hostkeys;     /* add unknown keys to known_hosts instead of failing */
 	bool batch;                   /* never prompt (always true today: no passwords) */
+	enum mr_hal_ssh ssh;          /* auto hal: which ssh remote hosts get */
 };
 
 /* Backends. On failure *out is NULL and err says why. */
 int mr_hal_new_local(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
 int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+/* The OpenSSH client backend: MESHRUN_E_BACKEND when no `ssh` is on PATH; its
+ * control sockets go to a private 0700 directory under $XDG_RUNTIME_DIR (else
+ * $TMPDIR or /tmp), refused when that is not ours. */
+int mr_hal_new_openssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+/*
+ * Does a host need the OpenSSH client? ssh_g is `ssh -G HOST`'s output (OpenSSH's
+ * effective options); true when it names something libssh2 cannot do here
+ * (ProxyJump, ProxyCommand), with the option's name in why.
+ */
+bool mr_hal_openssh_needed(const char *ssh_g, char *why, size_t n);
 struct mr_replay; /* src/hal/replay.h: the scripted answers */
 /* The hal takes ownership of rp (freed by mr_hal_free, or at once on failure). */
 int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr_hal_opts *opts,
@@ -117,7 +143,11 @@ int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr
 /*
  * The routing backend ("auto", src/hal/mux.c) that the tools use: commands and
  * processes for this machine (mr_hal_host_is_local) go to a local backend, every
- * other host to an ssh backend. Each inner backend is made on first use (a local
+ * other host to an ssh backend: libssh2, or the OpenSSH client as opts.ssh says;
+ * with MR_HAL_SSH_AUTO, a host whose `ssh -G` output needs it
+ * (mr_hal_openssh_needed; asked once per host, in parallel, through the local
+ * backend) gets the OpenSSH client, said in one info line per batch. Each inner
+ * backend is made on first use (a local
  * job never reads ssh_config; a bad ssh_config fails the first remote command or
  * spawn, naming the file), both get opts. One mr_hal_poll() waits on both
  * (through their poll_prepare hooks, hal_impl.h). mr_hal_run() and

@@ -158,6 +158,10 @@ struct mr_proc {
 	bool release_pending;/* mr_proc_release called from inside a poll */
 };
 
+/* "TERM" for SIGTERM, as sshd names signals; NULL for one we cannot name
+ * (ssh_chan.c; the openssh backend names them the same way to `kill`). */
+const char *mr_ssh_sig_name(int sig);
+
 /* --- instance life cycle (backends) --- */
 
 /* Fill the common part: copy opts (NULL: all defaults) and their strings.

@@ -2,12 +2,13 @@
  * mux.c - the routing hal backend ("auto"): this machine's hosts go to a local
  * backend, every other host to an ssh backend (hal.h: mr_hal_new_auto), so a job
  * on 127.0.0.1 plus remote Macs runs its local ranks by fork/exec and needs no
- * sshd here.
+ * sshd here. Remote hosts go to libssh2 or to the OpenSSH client (opts.ssh); in
+ * auto mode each host's `ssh -G` decides, once, cached in m->route.
  *
  *   struct mux_hal                        struct mux_proc
  *     inner[MUX_LOCAL]  (made lazily)       base: the proc the caller holds
  *     inner[MUX_REMOTE] (made lazily)       inner: the inner backend's proc, whose
- *                                           events forward to base
+ *     inner[MUX_OPENSSH] (made lazily)      events forward to base
  *
  * A mux proc is a thin wrapper: writes, signals and releases go to the inner
  * proc; the inner proc's events (delivered while mux_poll() polls the inner hal)
@@ -21,7 +22,11 @@
  * A backend without poll_prepare (replay) is polled every MR_HAL_MUX_TICK_MS.
  */
 #include "common/compat.h"
+#include "common/array.h"
 #include "common/err.h"
+#include "common/log.h"
+#include "common/spawn.h"
+#include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
 
@@ -29,13 +34,22 @@
 #include <strings.h>
 #include <unistd.h>
 
-enum { MUX_LOCAL = 0, MUX_REMOTE = 1, MUX_N = 2 };
+enum { MUX_LOCAL = 0, MUX_REMOTE = 1, MUX_OPENSSH = 2, MUX_N = 3 };
+
+/* A remote host's side, once known. */
+struct mux_route {
+	char *host;
+	int side;
+};
 
 struct mux_hal {
 	struct mr_hal base;
 	struct mr_hal_mux_ctors ctors;
 	struct mr_hal *inner[MUX_N];
 	struct mr_pollset ps;
+	struct mux_route *route;
+	size_t nroute, route_alloc;
+	int probe;  /* auto: 1 ask ssh -G, 0 no OpenSSH client (libssh2), -1 not checked */
 };
 
 struct mux_proc {
@@ -59,9 +73,121 @@ bool mr_hal_host_is_local(const char *host)
 	return !strcasecmp(host, self);
 }
 
-static int side_of(const char *host)
+static const int *route_find(const struct mux_hal *m, const char *host)
 {
-	return mr_hal_host_is_local(host) ? MUX_LOCAL : MUX_REMOTE;
+	for (size_t i = 0; i < m->nroute; i++)
+		if (!strcmp(m->route[i].host, host))
+			return &m->route[i].side;
+	return NULL;
+}
+
+static void route_add(struct mux_hal *m, const char *host, int side)
+{
+	struct mux_route *v = mr_array_grow(m->route, m->nroute + 1, &m->route_alloc, sizeof(*v));
+	char *h = strdup(host);
+
+	if (!v || !h) { /* not remembered: asked again next time */
+		free(h);
+		return;
+	}
+	m->route = v;
+	m->route[m->nroute].host = h;
+	m->route[m->nroute++].side = side;
+}
+
+static int side_of(const struct mux_hal *m, const char *host)
+{
+	const int *s;
+
+	if (mr_hal_host_is_local(host))
+		return MUX_LOCAL;
+	if (m->base.opts.ssh == MR_HAL_SSH_OPENSSH)
+		return MUX_OPENSSH;
+	s = route_find(m, host);
+	return s ? *s : MUX_REMOTE;
+}
+
+static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct meshrun_err *err);
+
+/*
+ * auto: which of hosts need the OpenSSH client? `ssh [-F CFG] -G HOST` for every
+ * remote host not decided yet, in parallel through the local backend; a host
+ * whose ssh -G fails stays with libssh2 (which then says what is wrong). Tests
+ * that inject their own backends (ctors) never probe.
+ */
+static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
+{
+	const char *cfg = m->base.opts.ssh_config ? m->base.opts.ssh_config : getenv("MESHRUN_SSH_CONFIG");
+	struct mr_hal_cmd *cmds = NULL;
+	struct mr_strvec *argvs = NULL;
+	struct mr_buf names = MR_BUF_INIT;
+	struct mr_hal *local = NULL;
+	char *ssh = NULL;
+	size_t k = 0, nopen = 0;
+
+	if (m->base.opts.ssh != MR_HAL_SSH_AUTO || m->ctors.new_remote || m->probe == 0)
+		return;
+	if (m->probe < 0) {
+		ssh = mr_which("ssh", NULL);
+		m->probe = ssh ? 1 : 0;
+		if (!ssh)
+			return;
+	} else if (!(ssh = mr_which("ssh", NULL))) {
+		return;
+	}
+	cmds = calloc(n ? n : 1, sizeof(*cmds));
+	argvs = calloc(n ? n : 1, sizeof(*argvs));
+	if (!cmds || !argvs || get_inner(m, MUX_LOCAL, &local, NULL) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const char *h = mr_hal_host_name(hosts[i]);
+		bool dup = false;
+
+		if (mr_hal_host_is_local(h) || route_find(m, h) || h[0] == '-')
+			continue;
+		for (size_t j = 0; j < k; j++)
+			dup |= !strcmp(argvs[j].v[argvs[j].nr - 1], h);
+		if (dup)
+			continue;
+		if (mr_strvec_push(&argvs[k], ssh) < 0 || (cfg && *cfg && (mr_strvec_push(&argvs[k], "-F") < 0 ||
+		    mr_strvec_push(&argvs[k], cfg) < 0)) || mr_strvec_push(&argvs[k], "-G") < 0 ||
+		    mr_strvec_push(&argvs[k], "--") < 0 || mr_strvec_push(&argvs[k], h) < 0)
+			goto out;
+		cmds[k].host = "127.0.0.1";
+		cmds[k].argv = argvs[k].v;
+		cmds[k].timeout_ms = 5000;
+		k++; /* the host is argv's last word: the command's host is the local one */
+	}
+	if (!k || mr_hal_run(local, cmds, k, NULL) < 0)
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		const char *h = argvs[i].v[argvs[i].nr - 1];
+		char why[32] = "";
+		bool need = mr_hal_cmd_ok(&cmds[i]) && mr_hal_openssh_needed(mr_buf_cstr(&cmds[i].out), why, sizeof(why));
+
+		route_add(m, h, need ? MUX_OPENSSH : MUX_REMOTE);
+		if (need) {
+			(void)mr_buf_printf(&names, "%s%s (%s)", nopen ? ", " : "", h, why);
+			nopen++;
+		}
+	}
+	if (nopen)
+		mr_info("using the OpenSSH client for %s: libssh2 cannot follow that (--ssh libssh2|openssh to choose)",
+			mr_buf_cstr(&names));
+out:
+	for (size_t i = 0; i < k; i++)
+		mr_hal_cmd_release(&cmds[i]);
+	for (size_t i = 0; argvs && i < n; i++)
+		mr_strvec_release(&argvs[i]);
+	free(argvs);
+	free(cmds);
+	mr_buf_release(&names);
+	free(ssh);
+}
+
+static void classify_one(struct mux_hal *m, const char *host)
+{
+	classify(m, &host, 1);
 }
 
 /* The inner backend for side, made on first use. */
@@ -73,6 +199,8 @@ static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct me
 		if (side == MUX_LOCAL)
 			rc = m->ctors.new_local ? m->ctors.new_local(&m->inner[side], &m->base.opts, m->ctors.ctx, err)
 						: mr_hal_new_local(&m->inner[side], &m->base.opts, err);
+		else if (side == MUX_OPENSSH)
+			rc = mr_hal_new_openssh(&m->inner[side], &m->base.opts, err);
 		else
 			rc = m->ctors.new_remote ? m->ctors.new_remote(&m->inner[side], &m->base.opts, m->ctors.ctx, err)
 						 : mr_hal_new_ssh(&m->inner[side], &m->base.opts, err);
@@ -89,7 +217,7 @@ struct mr_hal *mr_hal_mux_inner(struct mr_hal *hal, const char *host)
 {
 	if (!hal || strcmp(hal->ops->name, "auto"))
 		return NULL;
-	return to_mux_hal(hal)->inner[side_of(host)];
+	return to_mux_hal(hal)->inner[side_of(to_mux_hal(hal), host)];
 }
 
 /* --- run and connect: each side's share of the batch --- */
@@ -122,6 +250,15 @@ static int mux_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "run %zu commands: out of memory", n);
 		goto out;
 	}
+	{
+		const char **hosts = calloc(n, sizeof(*hosts));
+
+		for (size_t i = 0; hosts && i < n; i++)
+			hosts[i] = cmds[i].hal_rc == 0 ? mr_hal_host_name(cmds[i].host) : "127.0.0.1";
+		if (hosts)
+			classify(m, hosts, n);
+		free(hosts);
+	}
 	for (int side = 0; side < MUX_N; side++) {
 		struct meshrun_err ierr = MESHRUN_ERR_INIT;
 		struct mr_hal *in = NULL;
@@ -129,7 +266,7 @@ static int mux_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 		int r;
 
 		for (size_t i = 0; i < n; i++)
-			if (cmds[i].hal_rc == 0 && side_of(cmds[i].host) == side)
+			if (cmds[i].hal_rc == 0 && side_of(m, cmds[i].host) == side)
 				idx[k++] = i;
 		if (!k)
 			continue;
@@ -178,13 +315,14 @@ static int mux_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
 		bad = (int)n;
 		goto out;
 	}
+	classify(m, hosts, n);
 	for (int side = 0; side < MUX_N; side++) {
 		struct meshrun_err ierr = MESHRUN_ERR_INIT;
 		struct mr_hal *in = NULL;
 		size_t k = 0;
 
 		for (size_t i = 0; i < n; i++)
-			if (side_of(hosts[i]) == side)
+			if (side_of(m, hosts[i]) == side)
 				idx[k++] = i;
 		if (!k)
 			continue;
@@ -249,7 +387,8 @@ static int mux_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pr
 	isp.events.on_stderr = fwd_stderr;
 	isp.events.on_exit = fwd_exit;
 	isp.user = mp;
-	if ((rc = get_inner(m, side_of(sp->host), &in, err)) < 0 ||
+	classify_one(m, mr_hal_host_name(sp->host));
+	if ((rc = get_inner(m, side_of(m, sp->host), &in, err)) < 0 ||
 	    (rc = mr_hal_spawn(in, &isp, &mp->inner, err)) < 0) {
 		mr_proc_release_common(&mp->base);
 		free(mp);
@@ -347,6 +486,9 @@ static void mux_free(struct mr_hal *hal)
 		free(mp);
 	}
 	mr_pollset_release(&m->ps);
+	for (size_t i = 0; i < m->nroute; i++)
+		free(m->route[i].host);
+	free(m->route);
 	mr_hal_release_common(hal);
 	free(m);
 }
@@ -354,8 +496,12 @@ static void mux_free(struct mr_hal *hal)
 static int mux_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 			      struct meshrun_err *err)
 {
+	struct mux_hal *m = to_mux_hal(hal);
 	struct mr_hal *in = NULL;
-	int rc = get_inner(to_mux_hal(hal), side_of(host), &in, err);
+	int rc;
+
+	classify_one(m, mr_hal_host_name(host));
+	rc = get_inner(m, side_of(m, host), &in, err);
 
 	return rc < 0 ? rc : mr_hal_remove_at_exit(in, host, dir, err);
 }
@@ -391,6 +537,7 @@ int mr_hal_new_mux(struct mr_hal **out, const struct mr_hal_opts *opts,
 	}
 	if (ctors)
 		m->ctors = *ctors;
+	m->probe = -1;
 	*out = &m->base;
 	return 0;
 }

@@ -33,6 +33,7 @@
 
 #include "common/compat.h"
 #include "common/strvec.h"
+#include "hal/hal.h"
 #include "hostfile/hostfile.h"
 #include "launch/env.h"
 #include "launch/extern.h"
@@ -65,6 +66,7 @@ struct mr_launch_opts {
 	const char *stdin_mode;     /* --stdin all|0|none */
 	int64_t timeout_ms;         /* --timeout (0: none) */
 	const char *ssh_config;     /* --ssh-config */
+	const char *ssh;            /* --ssh auto|libssh2|openssh (NULL: $MESHRUN_SSH, else auto) */
 	const char *launcher;       /* --launcher auto|meshrun|srun|mpirun (NULL: auto) */
 	const char *shared_dir;     /* --shared-dir: job files under srun/mpirun (extern.h) */
 	struct mr_strvec command;   /* what follows the options or "--" */
@@ -81,6 +83,7 @@ struct mr_launch_plan {
 	bool all_local;              /* every host is 127.0.0.1/localhost/::1 */
 	enum mr_launcher launcher;   /* who starts the ranks (extern.h) */
 	char mpi_libname[PATH_MAX];  /* --mpi-impl meshrun: libmeshrun-mpi's path; "" otherwise */
+	enum mr_hal_ssh ssh;         /* which ssh remote hosts get (--ssh, $MESHRUN_SSH) */
 };
 
 void mr_launch_opts_init(struct mr_launch_opts *o);

@@ -370,6 +370,8 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	}
 	if (shim)
 		find_mpi_shim(o->self, plan->mpi_libname, sizeof(plan->mpi_libname));
+	if ((rc = mr_hal_ssh_pick(o->ssh, &plan->ssh, err)) < 0)
+		goto out_release;
 	plan->stdin_mode = !strcmp(o->stdin_mode, "0")	  ? MR_STDIN_RANK0
 			   : !strcmp(o->stdin_mode, "none") ? MR_STDIN_NONE
 							    : MR_STDIN_ALL;

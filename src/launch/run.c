@@ -77,6 +77,7 @@ static int new_hal(struct job *j, struct meshrun_err *err)
 	struct mr_hal_opts ho = { 0 };
 
 	ho.ssh_config = j->o->ssh_config;
+	ho.ssh = j->plan->ssh;
 	ho.batch = true;
 	if (j->plan->all_local)
 		return mr_hal_new_local(&j->hal, &ho, err);
