@@ -351,6 +351,48 @@ static void test_watched_fd(void **state)
 	free_mux(hal, &r);
 }
 
+/* ssh -G output -> does the host need the OpenSSH client (issue 21 part 4) */
+static void test_openssh_needed(void **state)
+{
+	char why[32] = "";
+
+	(void)state;
+	assert_false(mr_hal_openssh_needed("user root\nhostname 10.0.0.1\nport 22\n", why, sizeof(why)));
+	assert_true(mr_hal_openssh_needed("user root\nproxycommand ssh -W %h:%p jump\nport 22\n", why, sizeof(why)));
+	assert_string_equal(why, "ProxyCommand");
+	assert_true(mr_hal_openssh_needed("hostname h\nproxyjump j1,j2", why, sizeof(why)));
+	assert_string_equal(why, "ProxyJump");
+	assert_false(mr_hal_openssh_needed("proxycommand none\nproxyjump none\n", why, sizeof(why)));
+	assert_false(mr_hal_openssh_needed("proxycommandx y\n# proxyjump j\n", NULL, 0));
+	assert_false(mr_hal_openssh_needed("", NULL, 0));
+	assert_false(mr_hal_openssh_needed(NULL, NULL, 0));
+}
+
+static void test_ssh_pick(void **state)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	enum mr_hal_ssh s = MR_HAL_SSH_OPENSSH;
+
+	(void)state;
+	unsetenv("MESHRUN_SSH");
+	assert_int_equal(mr_hal_ssh_pick(NULL, &s, &e), 0);
+	assert_int_equal(s, MR_HAL_SSH_AUTO);
+	assert_int_equal(mr_hal_ssh_pick("openssh", &s, &e), 0);
+	assert_int_equal(s, MR_HAL_SSH_OPENSSH);
+	setenv("MESHRUN_SSH", "libssh2", 1);
+	assert_int_equal(mr_hal_ssh_pick(NULL, &s, &e), 0);
+	assert_int_equal(s, MR_HAL_SSH_LIBSSH2);
+	assert_int_equal(mr_hal_ssh_pick("auto", &s, &e), 0); /* the flag wins */
+	assert_int_equal(s, MR_HAL_SSH_AUTO);
+	setenv("MESHRUN_SSH", "putty", 1);
+	assert_int_equal(mr_hal_ssh_pick(NULL, &s, &e), MESHRUN_E_USAGE);
+	assert_non_null(strstr(e.msg, "MESHRUN_SSH 'putty'"));
+	mr_err_clear(&e);
+	assert_int_equal(mr_hal_ssh_pick("OpenSSH", &s, &e), MESHRUN_E_USAGE);
+	assert_non_null(strstr(e.msg, "--ssh 'OpenSSH'"));
+	unsetenv("MESHRUN_SSH");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,6 +404,8 @@ int main(void)
 		cmocka_unit_test(test_spawn_and_one_poll),
 		cmocka_unit_test(test_signal_and_free),
 		cmocka_unit_test(test_watched_fd),
+		cmocka_unit_test(test_openssh_needed),
+		cmocka_unit_test(test_ssh_pick),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
