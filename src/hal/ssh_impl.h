@@ -170,7 +170,8 @@ void mr_ssh_conn_release(struct conn *c);
 
 /* ---- ssh_chan.c ------------------------------------------------------------- */
 
-/* mr_ssh_sig_name(): in hal_impl.h (the openssh backend uses it too). */
+/* "TERM" for SIGTERM (as sshd names signals); NULL for one we cannot name. */
+const char *mr_ssh_sig_name(int sig);
 /* A job of kind running cmdline (copied); NULL when out of memory. */
 struct job *mr_ssh_job_new(enum job_kind kind, const char *cmdline);
 void mr_ssh_job_free(struct job *j);
