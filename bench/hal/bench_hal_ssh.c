@@ -1,8 +1,10 @@
 /*
- * bench_hal_ssh.c - `true` on every host: the hal's ssh backend (one reused
- * connection per host, one poll loop) vs one OpenSSH `ssh` process per host,
- * started in parallel, as pdsh-style tools and mlx.launch do. Same hosts, same
- * run, alternating rounds. Prints per-round times, the medians and the ratio.
+ * bench_hal_ssh.c - `true` on every host: the hal's ssh backend (libssh2: one
+ * reused connection per host, one poll loop) vs the hal's openssh backend (the
+ * `ssh` binary: a control master per host, one multiplexed client per command)
+ * vs one plain OpenSSH `ssh` process per host, started in parallel, as
+ * pdsh-style tools and mlx.launch do. Same hosts, same run, rounds taken in turn.
+ * Prints per-round times, the medians and the ratios.
  *
  * Run through bench/hal/run.sh (needs the environment of sshd_hosts.sh).
  */
@@ -96,10 +98,10 @@ int main(int argc, char **argv)
 	struct mr_strvec hosts = MR_STRVEC_INIT;
 	struct mr_hal_opts o = { 0 };
 	struct meshrun_err err = MESHRUN_ERR_INIT;
-	struct mr_hal *hal = NULL;
+	struct mr_hal *hal = NULL, *ohal = NULL;
 	int rounds = 15;
-	int64_t *hal_us, *ssh_us, first;
-	double mh, ms;
+	int64_t *hal_us, *ssh_us, *os_us, first, ofirst;
+	double mh, ms, mo;
 
 	if (!config || !list) {
 		fprintf(stderr, "bench_hal_ssh: run me through bench/hal/run.sh\n");
@@ -116,33 +118,43 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o.ssh_config = config;
-	if (mr_hal_new_ssh(&hal, &o, &err) < 0) {
+	if (mr_hal_new_ssh(&hal, &o, &err) < 0 || mr_hal_new_openssh(&ohal, &o, &err) < 0) {
 		fprintf(stderr, "bench_hal_ssh: %s\n", err.msg);
 		return 1;
 	}
 	hal_us = calloc((size_t)rounds, sizeof(*hal_us));
 	ssh_us = calloc((size_t)rounds, sizeof(*ssh_us));
+	os_us = calloc((size_t)rounds, sizeof(*os_us));
 	first = hal_round(hal, &hosts); /* connects: reported, not counted */
-	if (first < 0 || !hal_us || !ssh_us)
+	ofirst = hal_round(ohal, &hosts); /* starts the masters: likewise */
+	if (first < 0 || ofirst < 0 || !hal_us || !ssh_us || !os_us)
 		return 1;
 	printf("hosts: %zu, rounds: %d, command: true\n", hosts.nr, rounds);
-	printf("hal first round (connect + handshake + auth + run): %.2f ms\n", first / 1000.0);
-	printf("%5s %12s %12s\n", "round", "hal ms", "ssh ms");
+	printf("first round (connect + handshake + auth + run): libssh2 %.2f ms, openssh masters %.2f ms\n",
+	       first / 1000.0, ofirst / 1000.0);
+	printf("%5s %12s %12s %12s\n", "round", "libssh2 ms", "openssh ms", "ssh ms");
 	for (int r = 0; r < rounds; r++) {
 		hal_us[r] = hal_round(hal, &hosts);
+		os_us[r] = hal_round(ohal, &hosts);
 		ssh_us[r] = ssh_round(config, &hosts);
-		if (hal_us[r] < 0 || ssh_us[r] < 0) {
+		if (hal_us[r] < 0 || os_us[r] < 0 || ssh_us[r] < 0) {
 			fprintf(stderr, "round %d failed\n", r);
 			return 1;
 		}
-		printf("%5d %12.2f %12.2f\n", r + 1, hal_us[r] / 1000.0, ssh_us[r] / 1000.0);
+		printf("%5d %12.2f %12.2f %12.2f\n", r + 1, hal_us[r] / 1000.0, os_us[r] / 1000.0,
+		       ssh_us[r] / 1000.0);
 	}
 	mh = median_ms(hal_us, (size_t)rounds);
+	mo = median_ms(os_us, (size_t)rounds);
 	ms = median_ms(ssh_us, (size_t)rounds);
-	printf("median per round: hal %.2f ms, ssh %.2f ms\n", mh, ms);
-	printf("ratio ssh/hal: %.1fx (target >= 2x)\n", ms / mh);
+	printf("median per round: libssh2 hal %.2f ms, openssh hal (control masters) %.2f ms, plain ssh %.2f ms\n",
+	       mh, mo, ms);
+	printf("ratio ssh/libssh2: %.1fx (target >= 2x)\n", ms / mh);
+	printf("ratio ssh/openssh-hal: %.1fx, openssh-hal/libssh2: %.1fx\n", ms / mo, mo / mh);
 	mr_hal_free(hal);
+	mr_hal_free(ohal);
 	free(hal_us);
+	free(os_us);
 	free(ssh_us);
 	mr_strvec_release(&hosts);
 	return 0;

@@ -40,7 +40,7 @@ nothing_left() {
 		pgrep -f "ControlPath=$XDG_RUNTIME_DIR" >/dev/null && left="ssh processes"
 		for i in 1 2 3 4; do
 			for p in $(ip netns pids mrh-h$i 2>/dev/null); do
-				tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q "$tag" && left="$left rank on h$i"
+				tr '\0' ' ' 2>/dev/null </proc/$p/cmdline | grep -q "$tag" && left="$left rank on h$i"
 			done
 		done
 		[ -z "$left" ] && [ -z "$(ls -A "$XDG_RUNTIME_DIR/meshrun-ssh" 2>/dev/null)" ] && return 0
@@ -79,7 +79,7 @@ for _ in $(seq 1 50); do
 	n=0
 	for i in 1 2 3 4; do
 		for p in $(ip netns pids mrh-h$i 2>/dev/null); do
-			tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q "sleep 32" && n=$((n + 1))
+			tr '\0' ' ' 2>/dev/null </proc/$p/cmdline | grep -q "sleep 32" && n=$((n + 1))
 		done
 	done
 	[ $n = 4 ] && break
