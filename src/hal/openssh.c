@@ -1158,7 +1158,8 @@ static int os_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
 					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
 					  p->cmdline, p->host);
-		j->pending_sig = sig;
+		if (sig != SIGCONT || !j->pending_sig) /* CONT follows a TERM: keep the TERM */
+			j->pending_sig = sig;
 		return 0;
 	}
 	if (!queue_kill(j->h, j->pgid, sig))
@@ -1353,13 +1354,11 @@ static void os_free(struct mr_hal *hal)
 	for (struct ojob *j = oh->jobs; j; j = j->next)
 		j->finished = true;
 	reap_jobs(oh);
-	/* the watchdogs' last lines ("-PGID"), then EOF and ssh -O exit */
-	for (struct ohost *h = oh->hosts; h; h = h->next) {
-		if (h->m.in_fd >= 0 && h->wdq.len) {
-			(void)mr_set_nonblock(h->m.in_fd, false);
-			(void)mr_write_full(h->m.in_fd, h->wdq.p, h->wdq.len);
-		}
-	}
+	/* the watchdogs' last lines ("-PGID": a few bytes, they fit the socket
+	 * buffer; never block here on a master that stopped reading), then EOF and
+	 * ssh -O exit */
+	for (struct ohost *h = oh->hosts; h; h = h->next)
+		write_some(&h->m.in_fd, &h->wdq);
 	hosts_close(oh);
 	while (oh->hosts) {
 		struct ohost *h = oh->hosts;
