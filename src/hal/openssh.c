@@ -370,7 +370,10 @@ static int host_get(struct os_hal *oh, const char *name, struct ohost **out, str
 	}
 	if (name[0] == '-')
 		return mr_err_set(err, MESHRUN_E_INVAL, "host '%s': a name cannot start with '-'", name);
-	snprintf(path, sizeof(path), "%s/cm-%ld-%u", oh->dir, (long)getpid(), ++oh->seq);
+	/* unique per process, hal instance and host (two hals in one process must
+	 * not unlink each other's sockets) */
+	snprintf(path, sizeof(path), "%s/cm-%ld-%lx-%u", oh->dir, (long)getpid(),
+		 (unsigned long)((uintptr_t)oh >> 4) & 0xfffffUL, ++oh->seq);
 	h = calloc(1, sizeof(*h));
 	if (!h || !(h->name = strdup(name)) || !(h->ctl = strdup(path))) {
 		if (h)
