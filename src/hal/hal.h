@@ -130,11 +130,12 @@ int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct m
  * $TMPDIR or /tmp), refused when that is not ours. */
 int mr_hal_new_openssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
 /*
- * Does a host need the OpenSSH client? ssh_g is `ssh -G HOST`'s output (OpenSSH's
- * effective options); true when it names something libssh2 cannot do here
- * (ProxyJump, ProxyCommand), with the option's name in why.
+ * Does host dest need the OpenSSH client? ssh_g is `ssh -G DEST`'s output
+ * (OpenSSH's effective options); true when ssh_config.c finds something libssh2
+ * cannot do (its libssh2_gaps: PKCS11Provider, a FIDO key, ...), the first of
+ * them in why ("PKCS11Provider /x.so: libssh2 has no PKCS#11 support").
  */
-bool mr_hal_openssh_needed(const char *ssh_g, char *why, size_t n);
+bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_t n);
 struct mr_replay; /* src/hal/replay.h: the scripted answers */
 /* The hal takes ownership of rp (freed by mr_hal_free, or at once on failure). */
 int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr_hal_opts *opts,
@@ -144,7 +145,7 @@ int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr
  * The routing backend ("auto", src/hal/mux.c) that the tools use: commands and
  * processes for this machine (mr_hal_host_is_local) go to a local backend, every
  * other host to an ssh backend: libssh2, or the OpenSSH client as opts.ssh says;
- * with MR_HAL_SSH_AUTO, a host whose `ssh -G` output needs it
+ * with MR_HAL_SSH_AUTO, a host whose `ssh -G` output libssh2 cannot follow
  * (mr_hal_openssh_needed; asked once per host, in parallel, through the local
  * backend) gets the OpenSSH client, said in one info line per batch. Each inner
  * backend is made on first use (a local

@@ -162,8 +162,9 @@ static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
 		goto out;
 	for (size_t i = 0; i < k; i++) {
 		const char *h = argvs[i].v[argvs[i].nr - 1];
-		char why[32] = "";
-		bool need = mr_hal_cmd_ok(&cmds[i]) && mr_hal_openssh_needed(mr_buf_cstr(&cmds[i].out), why, sizeof(why));
+		char why[300] = "";
+		bool need = mr_hal_cmd_ok(&cmds[i]) &&
+			    mr_hal_openssh_needed(h, mr_buf_cstr(&cmds[i].out), why, sizeof(why));
 
 		route_add(m, h, need ? MUX_OPENSSH : MUX_REMOTE);
 		if (need) {
@@ -172,7 +173,7 @@ static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
 		}
 	}
 	if (nopen)
-		mr_info("using the OpenSSH client for %s: libssh2 cannot follow that (--ssh libssh2|openssh to choose)",
+		mr_info("using the OpenSSH client for %s (--ssh libssh2|openssh to choose)",
 			mr_buf_cstr(&names));
 out:
 	for (size_t i = 0; i < k; i++)

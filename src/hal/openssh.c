@@ -1,8 +1,9 @@
 /*
  * openssh.c - the hal's backend on the OpenSSH client binary ("openssh"), for
- * hosts whose ssh_config needs what libssh2 cannot do (ProxyCommand, FIDO keys,
- * GSSAPI, ...): whatever `ssh HOST` reaches, this reaches, with the user's own
- * ssh_config and agent.
+ * hosts whose ssh_config needs what libssh2 cannot do (PKCS11Provider, FIDO
+ * keys, ...: ssh_config.c's libssh2_gaps), or for every host (--ssh openssh):
+ * whatever `ssh HOST` reaches, this reaches, with the user's own ssh_config and
+ * agent.
  *
  * Per host one control master, our child (no shell: common/spawn.h):
  *     ssh [-F CFG] ... -o ControlMaster=yes -o ControlPath=DIR/cm-PID-N
@@ -44,6 +45,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
+#include "hal/ssh_config.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1435,32 +1437,23 @@ int mr_hal_ssh_parse(const char *s, enum mr_hal_ssh *out)
 	return 0;
 }
 
-/*
- * `ssh -G` prints one "keyword value" line per option, keywords in lower case;
- * proxycommand/proxyjump appear only when set (a value of "none" turns them off).
- * When the libssh2 backend learns ProxyJump (issue 21 part 2), it leaves this list.
- */
-bool mr_hal_openssh_needed(const char *ssh_g, char *why, size_t n)
+/* ssh_config.c's verdict on ssh -G's output: its libssh2_gaps (PKCS11Provider,
+ * FIDO keys, ...); a host it cannot parse stays with libssh2, which says why. */
+bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_t n)
 {
-	static const char *const needs[][2] = { { "proxycommand", "ProxyCommand" }, { "proxyjump", "ProxyJump" } };
-	const char *line = ssh_g;
+	struct mr_ssh_host_cfg h;
+	bool need = false;
 
-	while (line && *line) {
-		const char *end = mr_strchrnul(line, '\n');
-
-		for (size_t i = 0; i < ARRAY_SIZE(needs); i++) {
-			size_t k = strlen(needs[i][0]);
-
-			if ((size_t)(end - line) > k + 1 && !strncasecmp(line, needs[i][0], k) && line[k] == ' ' &&
-			    !((size_t)(end - line) == k + 5 && !strncasecmp(line + k + 1, "none", 4))) {
-				if (why && n)
-					snprintf(why, n, "%s", needs[i][1]);
-				return true;
-			}
-		}
-		line = *end ? end + 1 : end;
+	if (!dest || !ssh_g)
+		return false;
+	memset(&h, 0, sizeof(h));
+	if (mr_ssh_host_cfg_from_g(dest, ssh_g, &h, NULL) == 0 && h.libssh2_gaps.nr) {
+		need = true;
+		if (why && n)
+			snprintf(why, n, "%s", h.libssh2_gaps.v[0]);
 	}
-	return false;
+	mr_ssh_host_cfg_release(&h);
+	return need;
 }
 
 static const struct mr_hal_ops os_ops = {

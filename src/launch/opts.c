@@ -21,7 +21,7 @@
 		MR_OPT_STRING(0, "ssh-config", &(o)->ssh_config, "FILE",                        \
 			      "ssh_config for remote hosts (default ~/.ssh/config)"),           \
 		MR_OPT_CHOICE(0, "ssh", &(o)->ssh, "auto|libssh2|openssh",                      \
-			      "how remote hosts are reached (default $MESHRUN_SSH, else auto: libssh2, or the OpenSSH client with a control master for a host whose ssh_config needs it, e.g. ProxyCommand)"), \
+			      "how remote hosts are reached (default $MESHRUN_SSH, else auto: libssh2, or the OpenSSH client with a control master for a host whose ssh_config needs it, e.g. PKCS11Provider or a FIDO key)"), \
 		MR_OPT_CHOICE(0, "launcher", &(o)->launcher, "auto|meshrun|srun|mpirun",        \
 			      "who starts the ranks (default auto: srun when SLURM_JOB_ID is set, mpirun for --backend mpi, else meshrun)"), \
 		MR_OPT_STRING(0, "shared-dir", &(o)->shared_dir, "DIR",                         \

@@ -2,7 +2,8 @@
 # The OpenSSH client backend (issue 21 part 4) through meshrun and meshconfig on
 # the netns sshd hosts: jobs, exit statuses, a killed rank, stdin, kill -9 of
 # meshrun (nothing left: no rank, no ssh master, no control socket), meshconfig's
-# discovery, and auto choosing OpenSSH for a ProxyCommand host.
+# discovery, a ProxyCommand host, and auto choosing OpenSSH for a host whose
+# configuration libssh2 cannot follow (PKCS11Provider).
 # usage: sshd_hosts.sh 4 openssh_test.sh BINDIR
 set -u
 BIN=$1
@@ -108,19 +109,30 @@ grep -q "4 hosts reachable" "$D/err" && ok "meshconfig --ssh openssh reaches 4 h
 	fail "meshconfig: $(cat "$D/err")"
 nothing_left zzz || fail "left after meshconfig"
 
-# auto: a host reachable through a ProxyCommand gets the OpenSSH client, said once
+# a host reachable through a ProxyCommand, over OpenSSH (libssh2 does it too,
+# issue 21 part 2: auto keeps it there)
 {
 	echo "Host viaproxy"
 	echo "    HostName 10.231.0.13"
 	echo "    ProxyCommand ssh -F $MRH_SSH_CONFIG -W %h:%p h2"
+	echo "Host pk1"
+	echo "    HostName 10.231.0.14"
+	echo "    PKCS11Provider $D/no-such-pkcs11.so"
 	cat "$MRH_SSH_CONFIG"
 } >"$D/ssh_config"
-out=$(MESHRUN_SSH_CONFIG=$D/ssh_config $T $BIN/meshrun --verbose --hostfile "$(hostfile viaproxy:10.231.0.13 h1:10.231.0.11)" -- sh -c 'echo "$MLX_RANK $(hostname -I 2>/dev/null || hostname)"' 2>"$D/err"); rc=$?
-[ $rc = 0 ] && [ "$(echo "$out" | sort | cut -c1-13 | tr "\n" " ")" = "0 10.231.0.13 1 10.231.0.11 " ] && grep -q "using the OpenSSH client for viaproxy (ProxyCommand)" "$D/err" &&
-	[ "$(grep -c "OpenSSH client" "$D/err")" = 1 ] && ok "auto: ProxyCommand host over OpenSSH" ||
-	fail "auto ProxyCommand: rc $rc '$out' $(cat "$D/err")"
-MESHRUN_SSH_CONFIG=$D/ssh_config $T $BIN/meshconfig --hosts viaproxy,h1 --verbose >"$D/out" 2>"$D/err"
-grep -q "2 hosts reachable" "$D/err" && grep -q "OpenSSH client for viaproxy" "$D/err" && ok "meshconfig auto: ProxyCommand host" || fail "meshconfig auto: $(cat "$D/err")"
+out=$(MESHRUN_SSH_CONFIG=$D/ssh_config $T $BIN/meshrun --ssh openssh --hostfile "$(hostfile viaproxy:10.231.0.13 h1:10.231.0.11)" -- sh -c 'echo "$MLX_RANK $(hostname -I 2>/dev/null || hostname)"' 2>"$D/err"); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | sort | cut -c1-13 | tr "\n" " ")" = "0 10.231.0.13 1 10.231.0.11 " ] &&
+	ok "ProxyCommand host over OpenSSH" || fail "ProxyCommand: rc $rc '$out' $(cat "$D/err")"
+# auto: a host libssh2 cannot do (PKCS11Provider) gets the OpenSSH client, said once
+out=$(MESHRUN_SSH_CONFIG=$D/ssh_config $T $BIN/meshrun --hostfile "$(hostfile pk1:10.231.0.14 h1:10.231.0.11 viaproxy:10.231.0.13)" -- sh -c 'echo "$MLX_RANK $(hostname -I 2>/dev/null || hostname)"' 2>"$D/err"); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | sort | cut -c1-13 | tr "\n" " ")" = "0 10.231.0.14 1 10.231.0.11 2 10.231.0.13 " ] &&
+	grep -q "using the OpenSSH client for pk1 (PKCS11Provider" "$D/err" &&
+	[ "$(grep -c "OpenSSH client" "$D/err")" = 1 ] && ! grep -q "viaproxy" "$D/err" &&
+	ok "auto: the PKCS11Provider host over OpenSSH, the others over libssh2" ||
+	fail "auto PKCS11Provider: rc $rc '$out' $(cat "$D/err")"
+MESHRUN_SSH_CONFIG=$D/ssh_config $T $BIN/meshconfig --hosts pk1,h1 --verbose >"$D/out" 2>"$D/err"
+grep -q "2 hosts reachable" "$D/err" && grep -q "OpenSSH client for pk1" "$D/err" && ok "meshconfig auto: PKCS11Provider host" ||
+	fail "meshconfig auto: $(cat "$D/err")"
 nothing_left zzz || fail "left after auto"
 
 [ $FAILS = 0 ] || { echo "$FAILS check(s) failed"; exit 1; }
