@@ -655,6 +655,7 @@ static struct ojob *queue_kill(struct ohost *h, long pgid, int sig)
 	mr_buf_release(&line);
 	if (j)
 		j->in_closed = true;
+	mr_debug("openssh: '%s': kill -%s -%ld queued", h->name, name ? name : "?", pgid);
 	return j;
 }
 
@@ -671,6 +672,8 @@ static void job_start(struct ojob *j)
 		mr_err_set(&e, MESHRUN_E_NOMEM, "'%s': out of memory", j->h->name);
 	else
 		(void)och_start(&j->c, argv.v, j->kind == J_PROC || j->in.len, what, &e);
+	mr_debug("openssh: '%s': client %ld for %s", j->h->name, (long)j->c.pid,
+		 j->kind == J_RUN ? "a command" : j->kind == J_PROC ? "a process" : "a kill");
 	mr_strvec_release(&argv);
 	if (e.code)
 		job_fail(j, &e);
@@ -691,6 +694,7 @@ static void job_end(struct ojob *j)
 	int st = j->c.wstatus;
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 
+	mr_debug("openssh: '%s': client ended: wait status 0x%x, pgid %ld", j->h->name, (unsigned)st, j->pgid);
 	och_close(&j->c);
 	if (j->want_pgid) { /* no marker came: it is all output */
 		j->want_pgid = false;
@@ -889,8 +893,10 @@ static void service(struct os_hal *oh)
 				continue; /* the watchdog says nothing else */
 			mr_hal_append_capped(&h->mout, buf, (size_t)n);
 			if (memmem(h->mout.p, h->mout.len, MR_HAL_PGID_MARKER, strlen(MR_HAL_PGID_MARKER)) &&
-			    memchr(h->mout.p, '\n', h->mout.len))
+			    memchr(h->mout.p, '\n', h->mout.len)) {
 				h->st = H_READY;
+				mr_debug("openssh: '%s': control master %ld ready", h->name, (long)h->m.pid);
+			}
 		}
 	}
 	for (struct ojob *j = oh->jobs; j; j = j->next) {
