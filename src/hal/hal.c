@@ -256,15 +256,22 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * POSIX sh only (dash, bash, zsh's sh mode and macOS's /bin/sh read it alike):
  * $p is split into words on purpose, which zsh as a login shell would not do;
  * mr_hal_watchdog_cmdline() runs it under /bin/sh for that reason.
+ * A "T" name (an argument or a line) is a directory that a setup command may
+ * still be creating in ${TMPDIR:-/tmp}: until a "D" line says the setup is over
+ * ($w), the removal waits a second, so a mkdir racing our death comes first.
  */
 const char mr_hal_watchdog_script[] =
-	"trap '' HUP INT PIPE; p=' '; set --; while read -r l; do case $l in "
+	"trap '' HUP INT PIPE; p=' '; w=0; "
+	"for l do shift; case $l in T?*) case ${l#T} in */*|.|..) ;; "
+	"*) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; esac; done; "
+	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
-	"D/*) set -- \"$@\" \"${l#D}\";; "
+	"D/*) set -- \"$@\" \"${l#D}\"; w=0;; "
+	"T?*) case ${l#T} in */*|.|..) ;; *) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; "
 	"esac; done; "
 	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
-	"[ \"$p\" = ' ' ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
+	"[ \"$p\" = ' ' ] && [ $w = 0 ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
 	"[ $# = 0 ] || rm -rf -- \"$@\"; exit 0";
 
 /* $1 a signal name (TERM), $2 a process group; BSD and procps kill both take it. */
@@ -295,10 +302,15 @@ int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, 
 	return rc ? -1 : 0;
 }
 
-int mr_hal_watchdog_cmdline(struct mr_buf *b)
+int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name)
 {
-	char *const args[] = { "meshrun-watchdog", NULL };
+	char t[256];
+	char *const args[] = { "meshrun-watchdog", tmp_name ? t : NULL, NULL };
 
+	if (tmp_name && snprintf(t, sizeof(t), "T%s", tmp_name) >= (int)sizeof(t)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	return mr_shquote_sh_c(b, mr_hal_watchdog_script, args);
 }
 
@@ -320,8 +332,12 @@ int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 {
 	if (!hal || !dir)
 		return mr_err_set(err, MESHRUN_E_INVAL, "remove at exit: no hal or directory");
-	if (dir[0] != '/' || strchr(dir, '\n'))
-		return mr_err_set(err, MESHRUN_E_INVAL, "remove at exit on '%s': '%s' is not an absolute path on one line",
+	/* a name (in the host's TMPDIR): one path component, short enough for the watchdog */
+	bool name = dir[0] && !strchr(dir, '/') && strcmp(dir, ".") && strcmp(dir, "..") &&
+		    strlen(dir) < 200;
+
+	if ((dir[0] != '/' && !name) || strchr(dir, '\n'))
+		return mr_err_set(err, MESHRUN_E_INVAL, "remove at exit on '%s': '%s' is not an absolute path or a file name, on one line",
 				  mr_hal_host_name(host), dir);
 	if (!hal->ops->remove_at_exit)
 		return 0;

@@ -248,7 +248,13 @@ int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
  * mr_hal_free() or because this process died (SIGKILL included), after the
  * processes it spawned there are killed. For a job directory that must not
  * outlive its launcher; removing it earlier yourself is fine. dir must be
- * absolute and free of newlines (MESHRUN_E_INVAL). The local and ssh backends
+ * absolute, or a file name (no '/'): that name in the host's ${TMPDIR:-/tmp};
+ * free of newlines (MESHRUN_E_INVAL). Register a name *before* the command that
+ * creates it (the ssh backend sends the first one with the watchdog's own
+ * command, ahead of any later channel): then no instant exists when the
+ * directory is there and no watchdog knows it. Until an absolute dir is
+ * registered after it (the creating command is over), a watchdog left alone
+ * waits a second before it removes, for a creation still under way. The local and ssh backends
  * keep one watchdog per host (a shell reading a pipe or channel: EOF means we
  * are gone), which also kills our still registered process groups; the replay
  * backend ignores this call.
@@ -266,16 +272,18 @@ int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
  *            sshd starts each command after setsid() and exec keeps the pid, so
  *            the marker line (stripped from stdout by the backend) carries the
  *            process group of the whole command tree;
- *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID" and "D/abs/dir"
- *            lines on stdin; at EOF (we exited or died) it TERMs the registered
- *            groups, KILLs them a second later, then removes the directories;
+ *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" and
+ *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin;
+ *            at EOF (we exited or died) it TERMs the registered groups, KILLs
+ *            them a second later, then removes the directories;
  *  kill      mr_hal_kill_script: `kill -SIGNAME -PGID`, always exit 0.
  */
 #define MR_HAL_PGID_MARKER "MESHRUN-PGID="
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);
-int mr_hal_watchdog_cmdline(struct mr_buf *b);
+/* tmp_name: NULL, or the first name to remove (an argument "TNAME", see above) */
+int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name);
 int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid);
 
 /* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */

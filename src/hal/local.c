@@ -904,7 +904,8 @@ static int local_remove_at_exit(struct mr_hal *hal, const char *host, const char
 {
 	struct local_hal *lh = to_local_hal(hal);
 
-	if (wd_start(lh) < 0 || wd_line(lh, 'D', dir) < 0)
+	/* written before we return: the watchdog has it before anything we start next */
+	if (wd_start(lh) < 0 || wd_line(lh, dir[0] == '/' ? 'D' : 'T', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_SYS, "remove '%s' at exit on '%s': the watchdog could not be started or has gone",
 				  dir, mr_hal_host_name(host));
 	return 0;

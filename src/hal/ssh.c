@@ -220,15 +220,20 @@ static int check_env(const char *host, char *const *env, struct meshrun_err *err
 	return 0;
 }
 
-/* Ensure the host's watchdog exists (first spawn there). */
-static void ensure_watchdog(struct conn *c)
+/*
+ * Ensure the host's watchdog exists (first spawn or remove_at_exit there);
+ * tmp_name goes into its command line (see ssh_remove_at_exit). At the head of
+ * the connection's jobs, its channel is opened, and its command sent, before
+ * those of any job linked later.
+ */
+static void ensure_watchdog(struct conn *c, const char *tmp_name)
 {
 	struct mr_buf line = MR_BUF_INIT;
 	struct job *w = NULL;
 
 	if (c->watchdog)
 		return;
-	if (mr_hal_watchdog_cmdline(&line) == 0)
+	if (mr_hal_watchdog_cmdline(&line, tmp_name) == 0)
 		w = mr_ssh_job_new(J_WATCHDOG, mr_buf_cstr(&line));
 	mr_buf_release(&line);
 	if (!w)
@@ -400,7 +405,7 @@ static int ssh_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pr
 	j->proc = p;
 	p->job = j;
 	mr_ssh_conn_prepare(c);
-	ensure_watchdog(c);
+	ensure_watchdog(c, NULL);
 	mr_ssh_job_link(c, j, false);
 	*out = &p->base;
 	return 0;
@@ -674,8 +679,17 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	if (rc < 0)
 		return rc;
 	mr_ssh_conn_prepare(c);
-	ensure_watchdog(c);
-	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "D%s\n", dir) < 0)
+	/* A name for a directory not made yet: with a new watchdog, in its command
+	 * line, which sshd has before the command that makes the directory; a line
+	 * on its stdin could arrive after that command ran. */
+	if (!c->watchdog && dir[0] != '/') {
+		ensure_watchdog(c, dir);
+		if (!c->watchdog)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
+		return 0;
+	}
+	ensure_watchdog(c, NULL);
+	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "%c%s\n", dir[0] == '/' ? 'D' : 'T', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	return 0;
 }

@@ -109,11 +109,12 @@ void mr_launch_plan_release(struct mr_launch_plan *plan);
 
 /*
  * The check before launch, run on every remote host as
- *   /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD [NAME CONTENT]...
+ *   /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME [NAME CONTENT]...
  * (POSIX sh; tests run it under bash, dash and zsh). Checks EXE (when not
  * empty) and CWD (when not empty), exit 3 with a line per problem on stderr;
- * makes the job directory under ${TMPDIR:-/tmp} when there are files (exit 4 if
- * it cannot), and prints two lines: the directory (or "-") and whether DEFCWD
+ * makes the job directory ${TMPDIR:-/tmp}/DIRNAME (mkdir -m 700: it must not
+ * exist; mktemp -d when DIRNAME is empty) when there are files (exit 4 if it
+ * cannot, naming the file, and nothing of it is left), and prints two lines: the directory (or "-") and whether DEFCWD
  * (our own cwd) exists there (1 or 0).
  */
 extern const char mr_launch_setup_script[];

@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
+#include "common/port.h"
 #include "common/shquote.h"
 
 #include <fcntl.h>
@@ -21,7 +22,7 @@
 
 /* launch.h: run on every host as /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD ... */
 const char mr_launch_setup_script[] =
-	"exe=$1; cwd=$2; defcwd=$3; shift 3; bad=0\n"
+	"exe=$1; cwd=$2; defcwd=$3; name=$4; shift 4; bad=0\n"
 	"if [ -n \"$exe\" ] && ! command -v \"$exe\" >/dev/null 2>&1; then\n"
 	"  echo \"command '$exe' not found\" >&2; bad=1; fi\n"
 	"if [ -n \"$cwd\" ] && ! [ -d \"$cwd\" ]; then\n"
@@ -29,15 +30,22 @@ const char mr_launch_setup_script[] =
 	"[ $bad = 0 ] || exit 3\n"
 	"d=-\n"
 	"if [ $# -gt 0 ]; then\n"
-	"  d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4\n"
-	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" || exit 4; shift 2; done\n"
+	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; mkdir -m 700 \"$d\" || exit 4\n"
+	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
+	/* a failed write (a full disk) takes the directory with it: no watchdog knows it yet */
+	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" ||\n"
+	"    { echo \"cannot write '$d/$1'\" >&2; rm -rf \"$d\"; exit 4; }; shift 2; done\n"
 	"fi\n"
 	"printf '%s\\n' \"$d\"\n"
 	"if [ -n \"$defcwd\" ] && [ -d \"$defcwd\" ]; then echo 1; else echo 0; fi\n";
 
+/* argv[7] of the setup command: /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME */
+#define SETUP_ARG_DIRNAME 7
+
 struct job_host {
 	const char *name;
 	char *dir;   /* job directory there, or NULL */
+	char dir_name[24]; /* its name in the host's TMPDIR (hosts may share one /tmp) */
 	bool cwd_ok; /* our cwd exists there */
 };
 
@@ -50,6 +58,34 @@ struct job {
 	size_t *host_of; /* rank -> index in hosts */
 	char cwd[PATH_MAX];
 };
+
+/*
+ * "meshrun." and 12 random letters and digits, chosen here rather than by mktemp
+ * there, so that every host's watchdog is told the name before the directory
+ * exists: a kill -9 of meshrun at any instant leaves none behind.
+ */
+static int make_dir_name(struct job_host *h, struct meshrun_err *err)
+{
+	static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char r[12];
+
+	if (mr_random_bytes(r, sizeof(r)) < 0)
+		return mr_err_sys(err, "random name for the job directory on '%s'", h->name);
+	memcpy(h->dir_name, "meshrun.", 8);
+	for (size_t i = 0; i < sizeof(r); i++)
+		h->dir_name[8 + i] = set[r[i] % (sizeof(set) - 1)];
+	h->dir_name[8 + sizeof(r)] = '\0';
+	return 0;
+}
+
+/* The host's watchdog removes the job directory if we die (see guard_dirs). */
+static void guard_dir_name(struct job *j, const struct job_host *h)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+
+	if (mr_hal_remove_at_exit(j->hal, h->name, h->dir_name, &e) < 0)
+		mr_warn("%s (it stays behind if meshrun is killed)", e.msg);
+}
 
 static int distinct_hosts(struct job *j)
 {
@@ -93,6 +129,7 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 	const char **names = calloc(j->nhosts, sizeof(*names));
 	struct mr_hal_cmd *cmds = calloc(j->nhosts, sizeof(*cmds));
 	struct mr_strvec argv = MR_STRVEC_INIT;
+	char **av = NULL;
 	struct mr_buf report = MR_BUF_INIT;
 	size_t nbad = 0;
 	int rc = 0;
@@ -122,11 +159,17 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		goto out;
 	}
 
+	for (size_t k = 0; env->nfiles && k < j->nhosts; k++) {
+		if ((rc = make_dir_name(&j->hosts[k], err)) < 0)
+			goto out;
+		guard_dir_name(j, &j->hosts[k]);
+	}
 	if (mr_strvec_push(&argv, MR_SH_PATH) < 0 || mr_strvec_push(&argv, "-c") < 0 ||
 	    mr_strvec_push(&argv, mr_launch_setup_script) < 0 || mr_strvec_push(&argv, "meshrun-setup") < 0 ||
 	    mr_strvec_push(&argv, j->o->verify_script ? j->plan->argv.v[0] : "") < 0 ||
 	    mr_strvec_push(&argv, j->o->verify_script && j->o->cwd ? j->o->cwd : "") < 0 ||
-	    mr_strvec_push(&argv, j->o->cwd ? "" : j->cwd) < 0) {
+	    mr_strvec_push(&argv, j->o->cwd ? "" : j->cwd) < 0 ||
+	    mr_strvec_push(&argv, "DIRNAME") < 0) {
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 		goto out;
 	}
@@ -136,9 +179,18 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 			rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 			goto out;
 		}
+	/* one argv per host: the same but for DIRNAME (argument 4 of the script) */
+	if (!(av = calloc(j->nhosts * (argv.nr + 1), sizeof(*av)))) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+		goto out;
+	}
 	for (size_t k = 0; k < j->nhosts; k++) {
+		char **a = &av[k * (argv.nr + 1)];
+
+		memcpy(a, argv.v, argv.nr * sizeof(*a));
+		a[SETUP_ARG_DIRNAME] = j->hosts[k].dir_name;
 		cmds[k].host = names[k];
-		cmds[k].argv = argv.v;
+		cmds[k].argv = a;
 	}
 	if ((rc = mr_hal_run(j->hal, cmds, j->nhosts, err)) < 0)
 		goto out;
@@ -183,6 +235,7 @@ out:
 	for (size_t k = 0; cmds && k < j->nhosts; k++)
 		mr_hal_cmd_release(&cmds[k]);
 	free(cmds);
+	free(av);
 	free(names);
 	free(errs);
 	mr_strvec_release(&argv);
@@ -221,6 +274,7 @@ static int prepare_local(struct job *j, struct meshrun_err *err)
 	const char *tmp = getenv("TMPDIR");
 	struct stat st;
 	char dir[PATH_MAX];
+	int rc;
 
 	if (j->o->verify_script && !local_has_command(j->plan->argv.v[0]))
 		return mr_err_set(err, MESHRUN_E_NOTFOUND,
@@ -235,8 +289,12 @@ static int prepare_local(struct job *j, struct meshrun_err *err)
 		j->hosts[k].cwd_ok = h->cwd_ok;
 	if (!env->nfiles)
 		return 0;
-	snprintf(dir, sizeof(dir), "%s/meshrun.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
+	if ((rc = make_dir_name(h, err)) < 0)
+		return rc;
+	if (snprintf(dir, sizeof(dir), "%s/%s", tmp && *tmp ? tmp : "/tmp", h->dir_name) >= (int)sizeof(dir))
+		return mr_err_set(err, MESHRUN_E_INVAL, "TMPDIR too long: '%s'", tmp);
+	guard_dir_name(j, h);
+	if (mkdir(dir, 0700) < 0)
 		return mr_err_sys(err, "create job directory '%s'", dir);
 	if (!(h->dir = strdup(dir)))
 		return mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");

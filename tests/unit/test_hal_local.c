@@ -599,7 +599,9 @@ static void test_remove_at_exit(void **state)
 	snprintf(sub, sizeof(sub), "%s/x", dir);
 	assert_int_equal(mkdir(sub, 0700), 0);
 	assert_int_equal(mr_hal_remove_at_exit(hal, NULL, "relative/dir", &err), MESHRUN_E_INVAL);
-	assert_non_null(strstr(err.msg, "'relative/dir' is not an absolute path"));
+	assert_non_null(strstr(err.msg, "'relative/dir' is not an absolute path or a file name"));
+	mr_err_clear(&err);
+	assert_int_equal(mr_hal_remove_at_exit(hal, NULL, "..", &err), MESHRUN_E_INVAL);
 	mr_err_clear(&err);
 	assert_int_equal(mr_hal_remove_at_exit(hal, NULL, "/tmp/a\nb", &err), MESHRUN_E_INVAL);
 	mr_err_clear(&err);

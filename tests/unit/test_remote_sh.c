@@ -13,6 +13,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -196,6 +197,21 @@ static void rm_rf(const char *path)
 	waitpid(pid, NULL, 0);
 }
 
+/* no entry but . and .. */
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	bool empty = true;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = false;
+	closedir(d);
+	return empty;
+}
+
 static void write_exec(const char *dir, const char *name, const char *body)
 {
 	char path[512];
@@ -252,7 +268,7 @@ static void test_watchdog(void **state)
 	struct mr_buf cmd = MR_BUF_INIT;
 
 	(void)state;
-	assert_int_equal(mr_hal_watchdog_cmdline(&cmd), 0);
+	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, NULL), 0);
 	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
 		char pbuf[64], in[1024], sub[600];
 		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
@@ -299,6 +315,68 @@ static void test_watchdog(void **state)
 	mr_buf_release(&cmd);
 }
 
+/*
+ * Names in TMPDIR ("T", as the watchdog's argument or as a line): registered
+ * before the setup command makes the directory (the chaos campaign's kill -9 of
+ * meshrun between the two left it behind). Both are removed at EOF, a name with
+ * '/' or "." is ignored, and without a later "D" line (the setup is over) the
+ * removal waits a second for a mkdir that may still be under way.
+ */
+static void test_watchdog_names(void **state)
+{
+	struct mr_buf cmd = MR_BUF_INIT;
+
+	(void)state;
+	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, "meshrun.wdA"), 0);
+	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+		char pbuf[64], tmpenv[600], a[600], b[600], sub[600], in[1400];
+		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+		char *tmp, *env[] = { tmpenv, NULL };
+		struct sh_result r;
+		struct stat st;
+		int64_t t0, ms;
+
+		if (!sh) {
+			printf("skip: %s is not installed\n", shell_names[s]);
+			continue;
+		}
+		tmp = make_tmpdir("/tmp/mr wd names.XXXXXX");
+		snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", tmp);
+		snprintf(a, sizeof(a), "%s/meshrun.wdA", tmp);
+		snprintf(b, sizeof(b), "%s/meshrun.wdB", tmp);
+		snprintf(sub, sizeof(sub), "%s/sub", tmp);
+		assert_int_equal(mkdir(a, 0700), 0);
+		assert_int_equal(mkdir(b, 0700), 0);
+		assert_int_equal(mkdir(sub, 0700), 0);
+		/* no "D": the setup may still run, the removal waits */
+		t0 = mr_now_ms();
+		sh_run(sh, mr_buf_cstr(&cmd), "Tmeshrun.wdB\nTsub/x\nT.\nT..\n", env, &r);
+		ms = mr_now_ms() - t0;
+		if (r.status != 0 || stat(a, &st) == 0 || stat(b, &st) == 0)
+			fail_msg("watchdog names under %s: exit %d, '%s' or '%s' left, stderr '%s'", sh,
+				 r.status, a, b, mr_buf_cstr(&r.err));
+		if (stat(sub, &st) != 0 || stat(tmp, &st) != 0)
+			fail_msg("watchdog names under %s: removed '%s' or TMPDIR itself", sh, sub);
+		if (ms < 900)
+			fail_msg("watchdog names under %s: removed after %lld ms, before a racing mkdir", sh,
+				 (long long)ms);
+		sh_result_release(&r);
+		/* a "D" line after them: the setup is over, no wait */
+		assert_int_equal(mkdir(a, 0700), 0);
+		snprintf(in, sizeof(in), "D%s\n", sub);
+		t0 = mr_now_ms();
+		sh_run(sh, mr_buf_cstr(&cmd), in, env, &r);
+		ms = mr_now_ms() - t0;
+		if (r.status != 0 || stat(a, &st) == 0 || stat(sub, &st) == 0 || ms >= 900)
+			fail_msg("watchdog names then D under %s: exit %d in %lld ms, stderr '%s'", sh,
+				 r.status, (long long)ms, mr_buf_cstr(&r.err));
+		sh_result_release(&r);
+		rm_rf(tmp);
+		free(tmp);
+	}
+	mr_buf_release(&cmd);
+}
+
 /* kill -SIG -PGID: the whole group gets the signal; a gone group is still exit 0 */
 static void test_kill(void **state)
 {
@@ -340,14 +418,17 @@ static void test_launch_setup(void **state)
 	char tmpenv[600];
 	char *env[] = { tmpenv, NULL };
 	char *ok_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
-			    "sh", "", "/", "hosts.json", "[[\"a b\", 'c']]\n$X `y`", "empty", "", NULL };
+			    "sh", "", "/", "meshrun.setuptest", "hosts.json", "[[\"a b\", 'c']]\n$X `y`", "empty", "", NULL };
 	char *bad_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
-			     "no-such-command-mr", "/no/such dir", "", NULL };
-	struct mr_buf ok = MR_BUF_INIT, bad = MR_BUF_INIT;
+			     "no-such-command-mr", "/no/such dir", "", "", NULL };
+	char *nowrite_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+				 "sh", "", "/", "", "hosts.json", "x", "no/such", "y", NULL };
+	struct mr_buf ok = MR_BUF_INIT, bad = MR_BUF_INIT, nowrite = MR_BUF_INIT;
 
 	(void)state;
 	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", tmp);
 	assert_int_equal(mr_hal_spawn_cmdline(&ok, ok_argv, NULL, NULL), 0);
+	assert_int_equal(mr_hal_spawn_cmdline(&nowrite, nowrite_argv, NULL, NULL), 0);
 	assert_int_equal(mr_hal_spawn_cmdline(&bad, bad_argv, NULL, NULL), 0);
 	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
 		char pbuf[64], path[1024], dir[700] = "";
@@ -368,6 +449,8 @@ static void test_launch_setup(void **state)
 			fail_msg("setup under %s: exit %d, stdout '%s', stderr '%s'", sh, r.status,
 				 mr_buf_cstr(&r.out), mr_buf_cstr(&r.err));
 		snprintf(dir, sizeof(dir), "%.*s", (int)(nl - o - 1), o + 1);
+		snprintf(path, sizeof(path), "%s/meshrun.setuptest", tmp);
+		assert_string_equal(dir, path); /* the name meshrun chose, not mktemp's */
 		snprintf(path, sizeof(path), "%s/hosts.json", dir);
 		assert_int_equal(mr_read_file(path, 4096, &f, &e), 0);
 		assert_string_equal(mr_buf_cstr(&f), "[[\"a b\", 'c']]\n$X `y`");
@@ -379,6 +462,15 @@ static void test_launch_setup(void **state)
 		rm_rf(dir);
 		sh_result_release(&r);
 
+		/* a file that cannot be written (as on a full disk): exit 4, naming it, no
+		 * directory left (found by the chaos campaign's full-disk fault) */
+		sh_run(sh, mr_buf_cstr(&nowrite), NULL, env, &r);
+		if (r.status != 4 || !strstr(mr_buf_cstr(&r.err), "/no/such'") || !dir_is_empty(tmp))
+			fail_msg("setup with an unwritable file under %s: exit %d, stderr '%s', %s", sh,
+				 r.status, mr_buf_cstr(&r.err),
+				 dir_is_empty(tmp) ? "nothing left" : "the job directory is left");
+		sh_result_release(&r);
+
 		sh_run(sh, mr_buf_cstr(&bad), NULL, env, &r);
 		if (r.status != 3 || !strstr(mr_buf_cstr(&r.err), "command 'no-such-command-mr' not found") ||
 		    !strstr(mr_buf_cstr(&r.err), "working directory '/no/such dir' does not exist"))
@@ -387,6 +479,7 @@ static void test_launch_setup(void **state)
 	}
 	mr_buf_release(&ok);
 	mr_buf_release(&bad);
+	mr_buf_release(&nowrite);
 	rm_rf(tmp);
 	free(tmp);
 }
@@ -556,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_zsh_needs_wrapping),
 		cmocka_unit_test(test_spawn_cmdline),
 		cmocka_unit_test(test_watchdog),
+		cmocka_unit_test(test_watchdog_names),
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_launch_setup),
 		cmocka_unit_test(test_config_setup),
