@@ -581,12 +581,16 @@ bool mr_ssh_job_step(struct job *j)
 				return true;
 			}
 			if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE) {
-				bool short_lived = false;
+				bool short_lived = false, closable = false;
 
-				for (struct job *o = c->head; o; o = o->next)
+				for (struct job *o = c->head; o; o = o->next) {
 					if (o->ch && (o->kind == J_RUN || o->kind == J_KILL))
 						short_lived = true;
-				if (c->nchan > 0 && (short_lived || j->kind == J_RUN || j->kind == J_KILL)) {
+					/* the watchdog's channel stays open to the end: no use waiting on it */
+					if (o->ch && o->kind != J_WATCHDOG)
+						closable = true;
+				}
+				if (closable && (short_lived || j->kind == J_RUN || j->kind == J_KILL)) {
 					/* sshd's MaxSessions: wait for a channel to close */
 					c->chan_cap = c->nchan;
 					c->cap_known = true;

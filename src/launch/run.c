@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/port.h"
 #include "common/shquote.h"
+#include "common/timeutil.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -57,6 +58,7 @@ struct job {
 	size_t nhosts;
 	size_t *host_of; /* rank -> index in hosts */
 	char cwd[PATH_MAX];
+	int64_t deadline_ms; /* --timeout from our start (0: none) */
 };
 
 /*
@@ -115,6 +117,9 @@ static int new_hal(struct job *j, struct meshrun_err *err)
 	ho.ssh_config = j->o->ssh_config;
 	ho.ssh = j->plan->ssh;
 	ho.batch = true;
+	/* within --timeout (ssh_config's ConnectTimeout still wins, as ssh's own) */
+	if (j->deadline_ms > 0)
+		ho.connect_timeout_ms = (int)MR_MAX(MR_MIN(mr_ms_left(j->deadline_ms), (int64_t)10000), (int64_t)1);
 	if (j->plan->all_local)
 		return mr_hal_new_local(&j->hal, &ho, err);
 	/* local hosts by fork/exec, the others over ssh, one poll loop over both */
@@ -191,6 +196,9 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		a[SETUP_ARG_DIRNAME] = j->hosts[k].dir_name;
 		cmds[k].host = names[k];
 		cmds[k].argv = a;
+		/* --timeout bounds the whole job, the checks before launch too */
+		if (j->deadline_ms > 0)
+			cmds[k].timeout_ms = (int)MR_MAX(mr_ms_left(j->deadline_ms), (int64_t)1);
 	}
 	if ((rc = mr_hal_run(j->hal, cmds, j->nhosts, err)) < 0)
 		goto out;
@@ -435,6 +443,8 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 
 	j.o = o;
 	j.plan = plan;
+	if (o->timeout_ms > 0)
+		j.deadline_ms = mr_now_ms() + o->timeout_ms;
 	if (!getcwd(j.cwd, sizeof(j.cwd)))
 		j.cwd[0] = '\0';
 	if (plan->launcher != MR_LAUNCHER_MESHRUN)
@@ -452,7 +462,7 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 	if (o->verbose)
 		log_plan(&j);
 	if (mr_sup_init(&sup, j.hal, plan->hf->nhosts, o->tag_output, plan->stdin_mode,
-			o->timeout_ms, &err) < 0) {
+			j.deadline_ms > 0 ? MR_MAX(mr_ms_left(j.deadline_ms), (int64_t)1) : 0, &err) < 0) {
 		mr_error("%s", err.msg);
 		goto out;
 	}
