@@ -1,0 +1,519 @@
+#!/bin/bash
+# chaos.sh - the seeded fault campaign (issue 16 part 1): ring all-reduce jobs
+# through meshrun on meshsim clusters, one random fault per job at a random
+# moment, and for each job the promises of docs/contracts.md checked:
+#
+#   - meshrun exits within its bound: --timeout JOB_S plus GRACE_S (meshrun's
+#     SIGTERM->SIGKILL grace of 3 s, ssh teardown); a job still running then is
+#     a HANG (killed, counted);
+#   - the exit status is one the contract allows for that fault (0; the first
+#     failing rank's status, 2 for meshrun-allreduce-test's library error, 128+S;
+#     124 for --timeout; 255 launcher; 130 for our SIGINT);
+#   - a failed job names what failed: the rank, host, address or cable the fault
+#     hit (or "--timeout" for 124); otherwise UNNAMED;
+#   - afterwards no process of the job runs in any of the cluster's network
+#     namespaces (only each host's sshd listener) and no job directory
+#     (meshrun.*) exists on any host: every host's sessions get a TMPDIR of its
+#     own, a tmpfs in its sshd's mount namespace, so its job directories are its
+#     own (and the full-disk fault fills exactly that); LEFTOVER otherwise;
+#   - a job that exits 0 printed "0 failed" for every rank, and no job printed a
+#     wrong result (meshrun-allreduce-test checks every value): WRONG otherwise.
+#
+# Every choice (cluster, fault, target, moment, parameters) comes from one
+# 64-bit LCG seeded by --seed; job J's own seed is printed in its row, and
+# --job-seed S replays that one job (same cluster, fault, moment).
+#
+#   chaos.sh BIN_DIR [--seed N] [--jobs N] [--clusters mesh4,ring8]
+#            [--faults LIST] [--job-seed S] [--table FILE] [--max-size SIZE]
+#            [--job-timeout S] [--peer-timeout S]
+# Exit 0 when no job hung, left something, gave a wrong result or an unnamed or
+# undocumented failure; 1 otherwise; 77 when it cannot run here (root, netns, sshd).
+# Run by hand under `flock /tmp/meshrun-ns.lock` (clusters, namespaces).
+BIN_ARG=${1:?usage: $0 BIN_DIR [options]}
+shift
+. "$(dirname "$0")/../integration/e2e/lib.sh" "$BIN_ARG"
+for p in tc nft nsenter mount; do
+	command -v "$p" >/dev/null 2>&1 || skip "'$p' is not installed"
+done
+
+SEED="" JOBS=20 CLUSTER_LIST=mesh4,ring8 FAULT_LIST=all JOB_SEED="" TABLE="" MAXSIZE=1M BACKEND_LIST=ring
+JOB_S=20 PEER_S=3 GRACE_S=6 LEFT_S=4 KILL9_LEFT_S=3
+while [ $# -gt 0 ]; do
+	case $1 in
+	--seed) SEED=$2; shift ;;
+	--jobs) JOBS=$2; shift ;;
+	--clusters) CLUSTER_LIST=$2; shift ;;
+	--faults) FAULT_LIST=$2; shift ;;
+	--backends) BACKEND_LIST=$2; shift ;;
+	--job-seed) JOB_SEED=$2; JOBS=1; shift ;;
+	--table) TABLE=$2; shift ;;
+	--max-size) MAXSIZE=$2; shift ;;
+	--job-timeout) JOB_S=$2; shift ;;
+	--peer-timeout) PEER_S=$2; shift ;;
+	*) echo "chaos.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ -n "$SEED" ] || SEED=$(( $(od -An -N4 -tu4 /dev/urandom) ))
+ALL_FAULTS="none rank-kill9 rank-stop rank-term meshrun-kill9 meshrun-int unplug flap loss latency
+ stop-host partition garbage halfopen badtoken slowloris fulldisk maxsessions spew"
+[ "$FAULT_LIST" = all ] && FAULT_LIST=$(echo $ALL_FAULTS | tr ' ' ,)
+IFS=, read -r -a FAULTS <<<"$FAULT_LIST"
+IFS=, read -r -a CLUSTER_KINDS <<<"$CLUSTER_LIST"
+IFS=, read -r -a BACKENDS <<<"$BACKEND_LIST"
+# Open MPI jobs (mpirun here, orted over ssh): on mesh4 only (every pair of hosts
+# has its cable, see tests/integration/mpi/mpi_meshsim.sh), and the faults that
+# concern ranks, meshrun, cables and hosts (no job directory, no ring listener)
+MPI_FAULTS=" none rank-kill9 rank-stop rank-term meshrun-kill9 meshrun-int unplug flap loss latency stop-host partition spew "
+case ,$BACKEND_LIST, in *,mpi,*)
+	command -v mpirun >/dev/null 2>&1 && command -v orted >/dev/null 2>&1 ||
+		skip "--backends mpi: mpirun/orted not installed (openmpi-bin)"
+	case ,$CLUSTER_LIST, in *,mesh4,*) ;; *) echo "chaos.sh: --backends mpi needs the mesh4 cluster" >&2; exit 2 ;; esac
+	;;
+esac
+echo "# chaos campaign: seed $SEED, $JOBS jobs, clusters ${CLUSTER_KINDS[*]}, backends ${BACKENDS[*]}, faults ${FAULTS[*]}"
+echo "# bounds: --timeout ${JOB_S}s + ${GRACE_S}s grace; MESHRUN_TIMEOUT ${PEER_S}s; leftovers gone ${LEFT_S}s after exit (${KILL9_LEFT_S}s after kill -9 of meshrun)"
+
+# ---- the PRNG: a 64-bit LCG (Knuth's MMIX constants) in bash arithmetic,
+# which wraps modulo 2^64; rand N uses the high bits.
+RNG=0
+seed_rng() { RNG=$1; for _ in 1 2 3; do RNG=$((RNG * 6364136223846793005 + 1442695040888963407)); done; }
+rand() { # rand N: sets R to 0..N-1
+	RNG=$((RNG * 6364136223846793005 + 1442695040888963407))
+	R=$((((RNG >> 33) & 0x7fffffff) % $1))
+}
+pick() { rand $#; shift $R; P=$1; } # pick WORDS...: sets P
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# ---- clusters: NAME, hostfile, hosts, rank hosts/addresses/interfaces
+declare -A C_NAME C_HF C_HOSTS C_N C_BASE
+FIX_mesh4=fixtures/mesh4-m3ultra
+FIX_ring8=fixtures/ring8
+sshd_pid() { cat "$MESHSIM_STATE_DIR/$1/$2/sshd.pid" 2>/dev/null; }
+# mount_tmp NAME HOST: the host's TMPDIR, $TMP/tmp/NAME-HOST, is a tmpfs of 8 MiB
+# in the mount namespace of its sshd (so of everything started over ssh there):
+# each host has job directories of its own, and the full-disk fault fills it.
+# sshd's own files live under $TMP, hence not /tmp itself.
+host_tmp() { echo "$TMP/tmp/$1-$2"; }
+mount_tmp() {
+	local pid d
+	d=$(host_tmp "$1" "$2")
+	mkdir -p "$d" && pid=$(sshd_pid "$1" "$2") && [ -n "$pid" ] &&
+		nsenter -t "$pid" -m mount -t tmpfs -o size=8m,mode=1777 "chaos-$1-$2" "$d"
+}
+# set_tmpdir NAME HOST: sshd gives every session TMPDIR (SetEnv), re-read on SIGHUP
+set_tmpdir() {
+	local cfg=$MESHSIM_STATE_DIR/$1/$2/sshd_config
+	grep -q "TMPDIR=" "$cfg" || sed -i "s|^SetEnv .*|& TMPDIR=$(host_tmp "$1" "$2")|" "$cfg"
+	kill -HUP "$(sshd_pid "$1" "$2")"
+}
+# ssh_ok HOST: the host answers ssh (up to 10 s)
+ssh_ok() {
+	for _ in $(seq 50); do
+		ssh -F "$CFG" -o ConnectTimeout=2 "$1" true </dev/null >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	return 1
+}
+in_host_mnt() { # in_host_mnt NAME HOST CMD...: CMD in the mount namespace of the host's sshd
+	local n=$1 h=$2 pid
+	shift 2
+	pid=$(sshd_pid "$n" "$h") && [ -n "$pid" ] && nsenter -t "$pid" -m "$@"
+}
+
+bring_up() { # bring_up KIND
+	local k=$1 n fix
+	n=$(uniq_name "ch$k")
+	n=${n:0:9}
+	fix=FIX_$k
+	[ -n "${!fix:-}" ] || { echo "chaos.sh: unknown cluster '$k' (mesh4, ring8)" >&2; exit 2; }
+	up "$n" "$SRC/${!fix}"
+	"$MESHCONFIG" --hosts "$HOSTS" --backend ring --auto-setup --ssh-config "$CFG" \
+		--output-hostfile "$TMP/$k.json" >"$TMP/mc.$k" 2>&1 ||
+		{ fail "meshconfig on $k"; show "$TMP/mc.$k"; finish; }
+	C_NAME[$k]=$n C_HF[$k]=$TMP/$k.json C_HOSTS[$k]=$HOSTS
+	awk -F'"' '/"ssh":/ { h = $4 } /"ips":/ { getline; print h, $2 }' "$TMP/$k.json" >"$TMP/$k.ranks"
+	C_N[$k]=$(wc -l <"$TMP/$k.ranks")
+	local h
+	for h in ${HOSTS//,/ }; do
+		mount_tmp "$n" "$h" && set_tmpdir "$n" "$h" || { fail "a tmpfs TMPDIR for $k host $h"; finish; }
+	done
+	for h in ${HOSTS//,/ }; do ssh_ok "$h" || { fail "$k host $h answers ssh after SIGHUP"; finish; }; done
+	[ "$k" = mesh4 ] && case ,$BACKEND_LIST, in *,mpi,*) mpi_setup "$n" ;; esac
+	ok "cluster $k: $n, ${C_N[$k]} ranks, a tmpfs TMPDIR per host"
+}
+
+# mpi_setup NAME: what Open MPI needs on mesh4 (tests/integration/mpi/mpi_meshsim.sh
+# says why): a /32 route to each cable address of a peer over the direct cable,
+# orted's out-of-band on the management subnet, a TMPDIR per orted.
+MPI_ARGS=()
+mpi_setup() {
+	local n=$1 ha ia hb ib x net agent
+	cable_addrs() { ip -n "$n-$1" -4 -o addr show | awk '$4 ~ /^192\.168\./ { split($4, a, "/"); print a[1] }'; }
+	while read -r ha ia hb ib; do
+		for x in $(cable_addrs "$hb"); do ip -n "$n-$ha" route replace "$x/32" dev "$ia"; done
+		for x in $(cable_addrs "$ha"); do ip -n "$n-$hb" route replace "$x/32" dev "$ib"; done
+	done < <(cables "$n")
+	net=$(ip -o -4 route show dev "$n-br" | awk '{ print $1; exit }')
+	mkdir -p "$TMP/orte"
+	# shellcheck disable=SC2016 # $$ is the remote shell's pid: one TMPDIR per orted
+	agent='env TMPDIR='"$TMP"'/orte/$$ orted'
+	MPI_ARGS=(--mpi-arg "--allow-run-as-root --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include 192.168.0.0/16"
+		--mpi-arg "--mca oob_tcp_if_include $net" --mpi-arg "--mca orte_launch_agent '$agent'")
+}
+
+# rank_host KIND R / rank_ip KIND R / rank_if KIND R
+rank_host() { sed -n "$(($2 + 1))p" "$TMP/$1.ranks" | cut -d' ' -f1; }
+rank_ip() { sed -n "$(($2 + 1))p" "$TMP/$1.ranks" | cut -d' ' -f2; }
+rank_if() {
+	ip -n "${C_NAME[$1]}-$(rank_host "$1" "$2")" -4 -o addr show |
+		awk -v a="$(rank_ip "$1" "$2")" '$4 ~ "^" a "/" { print $2; exit }'
+}
+# rank_pid NAME HOST: the pid of our test program in that host's namespace
+rank_pid() {
+	local p
+	for p in $(ip netns pids "$1-$2" 2>/dev/null); do
+		case $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") in "$ARTEST "*) echo "$p"; return 0 ;; esac
+	done
+	return 1
+}
+# strays NAME HOSTS: every process in the cluster's namespaces but the sshd listeners
+strays() {
+	local h p c
+	for h in ${2//,/ }; do
+		for p in $(ip netns pids "$1-$h" 2>/dev/null); do
+			c=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")
+			case $c in
+			*"sshd "*"$MESHSIM_STATE_DIR/$1/"*) ;;
+			"$MESHSIM fault "*) ;; # a flapper: the fault, not the job
+			"") ;;
+			*) echo "$h:$p:${c:0:60}" ;;
+			esac
+		done
+	done
+}
+jobdirs() { # jobdirs NAME HOSTS: job directories left on the hosts
+	local h
+	for h in ${2//,/ }; do
+		in_host_mnt "$1" "$h" sh -c 'for d in "$0"/meshrun.*; do [ -e "$d" ] && echo "$d"; done' "$(host_tmp "$1" "$h")" |
+			sed "s|^|$h:|"
+	done
+}
+
+# ---- faults: inject KIND, clear KIND. Globals of the job: K (cluster kind),
+# N (its name), F (fault), T* (targets), ARG (parameter), MPID (meshrun's pid).
+FOREIGN_PID=""
+foreign() { # foreign MODE IP PORT: a foreign connection from the left neighbour's host
+	local mode=$1 ip=$2 port=$3 hello
+	# a well-formed hello from "rank $TL" with a wrong token (24 bytes + token)
+	hello='MRNG\x01\x00\x00\x00'$(printf '\\x%02x\\x00\\x00\\x00' "$TL")$(printf '\\x%02x\\x00\\x00\\x00' "${C_N[$K]}")'\x01\x00\x00\x00\x20\x00\x00\x00chaos-wrong-token-0123456789abcd'
+	setsid ip netns exec "$N-$(rank_host "$K" "$TL")" bash -c '
+		mode=$1 ip=$2 port=$3 hello=$4 garbage=$5
+		for _ in $(seq 600); do exec 3<>"/dev/tcp/$ip/$port" && break; sleep 0.01; done 2>/dev/null
+		{ : >&3; } 2>/dev/null || { echo missed; exit 0; }
+		echo hit
+		case $mode in
+		garbage) printf "$garbage" >&3 ;;
+		badtoken) printf "$hello" >&3 ;;
+		slowloris) for ((i = 0; i < 24; i++)); do printf "${hello:0:1}" >&3 || break; sleep 0.5; done ;;
+		esac
+		sleep 30' _ "$mode" "$ip" "$port" "$hello" "$GARBAGE" >"$TMP/foreign" 2>&1 &
+	FOREIGN_PID=$!
+}
+# msfault ARGS...: meshsim fault; HIT=unsupported when this kernel cannot (exit 3)
+msfault() {
+	"$MESHSIM" fault --name "$N" "$@" >"$TMP/fault.out" 2>&1
+	case $? in 0) ;; 3) HIT=unsup ;; *) HIT=failed; echo "# meshsim fault $*: $(cat "$TMP/fault.out")" ;; esac
+}
+CFG_OF() { echo "$MESHSIM_STATE_DIR/$N/$1/sshd_config"; }
+inject() {
+	local p
+	case $F in
+	none) ;;
+	rank-kill9|rank-stop|rank-term)
+		for _ in $(seq 100); do p=$(rank_pid "$N" "$TH") && break; kill -0 "$MPID" 2>/dev/null || break; sleep 0.05; done
+		[ -n "$p" ] || { HIT=missed; return; }
+		case $F in rank-kill9) kill -9 "$p" ;; rank-stop) kill -STOP "$p"; STOPPED=$p ;; rank-term) kill -TERM "$p" ;; esac
+		;;
+	meshrun-kill9) kill -9 "$MPID" ;;
+	meshrun-int) kill -INT "$MPID" ;;
+	unplug) msfault unplug "$TPORT" ;;
+	flap) msfault flap "$TPORT" "$ARG" ;;
+	loss) msfault loss "$TPORT" "$ARG" ;;
+	latency) msfault latency "$TPORT" "$ARG" ;;
+	stop-host) msfault stop "$TH" ;;
+	partition) msfault partition "$ARG" ;;
+	fulldisk) in_host_mnt "$N" "$TH" sh -c 'cat /dev/zero >"$0/chaos-fill"' "$(host_tmp "$N" "$TH")" 2>/dev/null ;;
+	maxsessions)
+		sed -i "s/^MaxSessions .*/MaxSessions $ARG/" "$(CFG_OF "$TH")"
+		kill -HUP "$(sshd_pid "$N" "$TH")"
+		;;
+	esac
+}
+clear_fault() {
+	case $F in
+	rank-stop) [ -n "$STOPPED" ] && kill -CONT "$STOPPED" 2>/dev/null ;;
+	unplug) "$MESHSIM" fault --name "$N" plug "$TPORT" ;;
+	flap) "$MESHSIM" fault --name "$N" flap "$TPORT" off ;;
+	loss) "$MESHSIM" fault --name "$N" loss "$TPORT" 0 ;;
+	latency) "$MESHSIM" fault --name "$N" latency "$TPORT" 0 ;;
+	stop-host) "$MESHSIM" fault --name "$N" start "$TH" && mount_tmp "$N" "$TH" ;; # sshd re-reads the TMPDIR
+	partition) "$MESHSIM" fault --name "$N" heal ;;
+	garbage|halfopen|badtoken|slowloris)
+		[ -n "$FOREIGN_PID" ] && { pkill -9 -s "$FOREIGN_PID" 2>/dev/null; kill -9 "$FOREIGN_PID" 2>/dev/null; wait "$FOREIGN_PID" 2>/dev/null; }
+		FOREIGN_PID=""
+		;;
+	fulldisk) in_host_mnt "$N" "$TH" rm -f "$(host_tmp "$N" "$TH")/chaos-fill" ;;
+	maxsessions)
+		sed -i "s/^MaxSessions .*/MaxSessions 30/" "$(CFG_OF "$TH")"
+		kill -HUP "$(sshd_pid "$N" "$TH")"
+		;;
+	esac >/dev/null 2>&1
+	# the host answers ssh again before the next job
+	case $F in stop-host|maxsessions|partition) ssh_ok "$TH" ;; esac
+}
+
+# ---- one job
+NBAD=0
+declare -A CNT_F CNT_BAD CNT_OUT CNT_HIT EXITS MAX_MS
+row() { printf '%s\n' "$1"; [ -z "$TABLE" ] || printf '%s\n' "$1" >>"$TABLE"; }
+# run_job INDEX JOBSEED FAULT: the job's own choices all come from JOBSEED; its
+# fault was dealt by the campaign (a shuffled deck of all faults per round, so
+# that a short campaign still meets each of them), and JOBSEED picks it again
+# from a deck of that one fault: --job-seed S --faults F replays it.
+run_job() {
+	local j=$1 js=$2 nr hosts t0 t1 rc=0 allowed named=1 left="" verdict=ok note="" el
+	seed_rng "$js"
+	pick "${BACKENDS[@]}"; B=$P
+	pick "${CLUSTER_KINDS[@]}"; K=$P
+	[ "$B" = mpi ] && K=mesh4
+	N=${C_NAME[$K]} nr=${C_N[$K]} hosts=${C_HOSTS[$K]} CFG=$MESHSIM_STATE_DIR/$N/ssh_config
+	if [ "$B" = mpi ]; then
+		local mf=() f
+		for f in "${FAULTS[@]}"; do case $MPI_FAULTS in *" $f "*) mf+=("$f") ;; esac; done
+		[ ${#mf[@]} -gt 0 ] || mf=(none)
+		case " ${mf[*]} " in *" $3 "*) mf=("$3") ;; esac
+		pick "${mf[@]}"; F=$P
+	else
+		pick "$3"; F=$P
+	fi
+	rand "$nr"; TR=$R; TL=$(((TR + nr - 1) % nr))
+	TH=$(rank_host "$K" "$TR") TPORT=$TH:$(rank_if "$K" "$TR") TIP=$(rank_ip "$K" "$TR")
+	TPEER=$(rank_host "$K" "$TL")
+	# the moment: anywhere in a clean job's run
+	local base=${C_BASE[$K]}
+	[ "$B" = mpi ] && base=${C_BASE[mpi]}
+	rand $((base + 1)); WHEN=$R
+	ARG="" STOPPED="" HIT=hit GARBAGE=""
+	local cmd=("$ARTEST" --max-size "$MAXSIZE")
+	# what a failed job must name: the target rank, its host or address
+	local names="rank $TR[ :(]|$TH|$TIP"
+	case $F in
+	flap) rand 5; ARG=$((200 * (R + 1)))ms ;;
+	loss) rand 30; ARG=$((R + 1)) ;;
+	latency) rand 200; ARG=$((R + 5))ms ;;
+	partition)
+		local hs g1=() g2=() h
+		read -r -a hs <<<"${hosts//,/ }"
+		for h in "${hs[@]}"; do rand 2; if [ $R = 0 ]; then g1+=("$h"); else g2+=("$h"); fi; done
+		[ ${#g1[@]} = 0 ] && { g1=("${g2[0]}"); g2=("${g2[@]:1}"); }
+		[ ${#g2[@]} = 0 ] && { g2=("${g1[0]}"); g1=("${g1[@]:1}"); }
+		ARG="$(IFS=,; echo "${g1[*]}")|$(IFS=,; echo "${g2[*]}")"
+		names="rank [0-9]+[ :(]|$N" # any rank across the cut
+		;;
+	garbage)
+		local i
+		for i in $(seq 64); do rand 256; GARBAGE="$GARBAGE$(printf '\\x%02x' "$R")"; done
+		;;
+	fulldisk|maxsessions)
+		rand 2; [ $R = 0 ] && WHEN=-1 # half of them before the launch
+		[ $F = maxsessions ] && { rand 2; ARG=$R; }
+		;;
+	spew)
+		cmd=(/bin/sh -c 'if [ "$MLX_RANK" = "$0" ]; then head -c 10000000 /dev/zero | tr "\0" x; fi; exec "$@"' "$TR" "${cmd[@]}")
+		;;
+	esac
+	case $F in garbage|halfopen|badtoken|slowloris) rand 400; WHEN=$R ;; esac
+	[ $F = none ] && WHEN=-
+	case $F in unplug|flap|loss|latency) names="$names|rank $TL[ :(]|$TPEER" ;; esac
+
+	[ "$WHEN" = -1 ] && inject
+	t0=$(now_ms)
+	local bargs=()
+	[ "$B" = mpi ] && bargs=(--backend mpi "${MPI_ARGS[@]}")
+	# SIGINT at its default: bash starts background commands with it ignored
+	env --default-signal=INT "$MESHRUN" --hostfile "${C_HF[$K]}" --ssh-config "$CFG" --timeout "$JOB_S" "${bargs[@]}" \
+		--env MESHRUN_TIMEOUT="$PEER_S" -- "${cmd[@]}" </dev/null >"$TMP/out" 2>"$TMP/err" &
+	MPID=$!
+	case $F in garbage|halfopen|badtoken|slowloris)
+		sleep "$(printf '0.%03d' "$WHEN")"
+		local port=$((32323 + TR))
+		foreign "$F" "$TIP" "$port"
+		;;
+	none) ;;
+	*) if [ "$WHEN" != -1 ]; then
+		sleep "$(printf '%d.%03d' $((WHEN / 1000)) $((WHEN % 1000)))"
+		kill -0 "$MPID" 2>/dev/null || HIT=late
+		[ $HIT = late ] || inject
+	fi ;;
+	esac
+	# wait for meshrun within its bound
+	local bound=$(((JOB_S + GRACE_S) * 1000))
+	while kill -0 "$MPID" 2>/dev/null && [ $(($(now_ms) - t0)) -lt $bound ]; do sleep 0.05; done
+	t1=$(now_ms)
+	el=$((t1 - t0))
+	if kill -0 "$MPID" 2>/dev/null; then
+		verdict=HANG note="meshrun still ran after $((bound / 1000)) s"
+		kill -9 "$MPID"
+	fi
+	wait "$MPID" 2>/dev/null
+	rc=$?
+	case $F in garbage|halfopen|badtoken|slowloris)
+		# our own connection goes before the leftover check (it lives in a host)
+		HIT=$(head -1 "$TMP/foreign" 2>/dev/null); HIT=${HIT:-missed}
+		clear_fault
+		;;
+	esac
+
+	# leftovers: within LEFT_S of the exit (kill -9 of meshrun: the watchdogs' 3 s)
+	local lim=$LEFT_S
+	[ $F = meshrun-kill9 ] && lim=$KILL9_LEFT_S
+	while :; do
+		left="$(strays "$N" "$hosts") $(jobdirs "$N" "$hosts")"
+		left=$(echo $left)
+		[ -z "$left" ] && break
+		[ $(($(now_ms) - t1)) -gt $((lim * 1000)) ] && break
+		sleep 0.1
+	done
+	local exit_left=$(($(now_ms) - t1))
+	clear_fault
+	if [ -n "$left" ]; then
+		[ $verdict = ok ] && verdict=LEFTOVER
+		note="$note left after ${lim}s: ${left:0:200}"
+		# clean up for the next job
+		for p in $(strays "$N" "$hosts" | cut -d: -f2); do kill -9 "$p" 2>/dev/null; done
+		for h in ${hosts//,/ }; do in_host_mnt "$N" "$h" sh -c 'rm -rf "$0"/meshrun.*' "$(host_tmp "$N" "$h")" 2>/dev/null; done
+	fi
+
+	# exit status and names
+	case $F in
+	none|garbage|halfopen|badtoken|slowloris|spew) allowed="0" ;;
+	rank-kill9) allowed="0 2 137" ;;
+	rank-term) allowed="0 2 143" ;;
+	rank-stop) allowed="0 2 124" ;;
+	meshrun-kill9) allowed="0 137" ;;
+	meshrun-int) allowed="0 130" ;;
+	unplug|flap|loss|latency|partition) allowed="0 2 124" ;;
+	stop-host) allowed="0 2 137 255" ;;
+	fulldisk|maxsessions) allowed="0 255" ;;
+	esac
+	# a fault that came after the job had ended (late) or found no target: any documented status
+	[ $HIT = hit ] || allowed="0 2 124 130 137 143 255"
+	# under mpirun meshrun passes mpirun's status on (1 when a rank failed)
+	[ "$B" = mpi ] && [ "$allowed" != 0 ] && allowed="$allowed 1"
+	local wrong=""
+	grep -q "^FAIL rank" "$TMP/err" && wrong="a rank printed FAIL"
+	grep -Eq "rank [0-9]+ of [0-9]+ \([a-z-]+\): [0-9]+ checks, [1-9]" "$TMP/out" && wrong="a rank counted failed checks"
+	if [ $rc = 0 ]; then
+		local good
+		good=$(grep -Eo "rank [0-9]+ of $nr \([a-z-]+\): [0-9]+ checks, 0 failed" "$TMP/out" | awk '{ print $2 }' | sort -u | wc -l)
+		[ "$good" -eq "$nr" ] || wrong="exit 0 but $good of $nr ranks reported all checks passed"
+		if [ $F = spew ] && [ "$(tr -cd x <"$TMP/out" | wc -c)" -lt 10000000 ]; then
+			note="$note only $(tr -cd x <"$TMP/out" | wc -c) of 10000000 bytes of rank $TR's line arrived"
+			[ $verdict = ok ] && verdict=LOST-OUTPUT
+		fi
+	elif [ $F != meshrun-kill9 ] && [ $F != meshrun-int ]; then
+		if [ $rc = 124 ]; then
+			grep -q -- "--timeout" "$TMP/err" || named=0
+		else
+			grep -Eq "$names" "$TMP/err" || named=0
+		fi
+	fi
+	if [ $HIT = failed ]; then
+		verdict=FAULT-ERR note="$note meshsim fault failed: $(head -c 160 "$TMP/fault.out")"
+	elif [ -n "$wrong" ]; then
+		verdict=WRONG note="$note $wrong"
+	elif [ $verdict = ok ] && ! echo " $allowed " | grep -q " $rc "; then
+		verdict=BAD-STATUS note="$note exit $rc not in {$allowed}: $(grep -v '^$' "$TMP/err" | tail -1 | cut -c1-160)"
+	elif [ $verdict = ok ] && [ $named = 0 ]; then
+		verdict=UNNAMED note="$note nothing matches /$names/: $(grep -v '^$' "$TMP/err" | tail -1 | cut -c1-160)"
+	fi
+	local target=$TH
+	case $F in rank-*) target="r$TR@$TH" ;; unplug|flap|loss|latency) target=$TPORT ;;
+	partition) target=$ARG ;; garbage|halfopen|badtoken|slowloris) target="$TIP:$((32323 + TR))" ;;
+	meshrun-*|none) target=- ;; spew) target="r$TR" ;; esac
+	[ -n "$ARG" ] && [ $F != partition ] && target="$target $ARG"
+	row "$(printf '%3d %-20s %-5s %-4s %-13s %-30s %6s %-6s %4s %7d %5d  %-10s %s' "$j" "$js" "$K" "$B" "$F" "$target" "$WHEN" "$HIT" "$rc" "$el" "$exit_left" "$verdict" "$note")"
+	CNT_F[$F]=$((${CNT_F[$F]:-0} + 1))
+	[ $HIT = hit ] && CNT_HIT[$F]=$((${CNT_HIT[$F]:-0} + 1))
+	EXITS[$F]="${EXITS[$F]:-} $rc"
+	[ "$el" -gt "${MAX_MS[$F]:-0}" ] && MAX_MS[$F]=$el
+	CNT_OUT[$verdict]=$((${CNT_OUT[$verdict]:-0} + 1))
+	CNT_OUT["exit $rc"]=$((${CNT_OUT["exit $rc"]:-0} + 1))
+	if [ $verdict != ok ]; then
+		NBAD=$((NBAD + 1))
+		CNT_BAD[$F]=$((${CNT_BAD[$F]:-0} + 1))
+		echo "    | stderr of job $j (last lines):"; grep -v '^$' "$TMP/err" | tail -5 | cut -c1-200 | sed 's/^/    | /'
+	fi
+}
+
+# ---- the campaign (in a function: bash reads a script as it runs, and an edit
+# of this file during a long campaign must not change the running one)
+main() {
+local k t0 i j js saved deck=() f
+for k in "${CLUSTER_KINDS[@]}"; do bring_up "$k"; done
+# a clean job per cluster: it must pass, and its time scales the fault moments
+for k in "${CLUSTER_KINDS[@]}"; do
+	t0=$(now_ms)
+	CFG=$MESHSIM_STATE_DIR/${C_NAME[$k]}/ssh_config
+	"$MESHRUN" --hostfile "${C_HF[$k]}" --ssh-config "$CFG" --timeout "$JOB_S" \
+		--env MESHRUN_TIMEOUT="$PEER_S" -- "$ARTEST" -q --max-size "$MAXSIZE" </dev/null >"$TMP/base" 2>&1 ||
+		{ fail "a clean job on $k"; show "$TMP/base"; finish; }
+	C_BASE[$k]=$(($(now_ms) - t0))
+	ok "a clean job on $k: ${C_BASE[$k]} ms"
+	if [ "$k" = mesh4 ] && [ ${#MPI_ARGS[@]} -gt 0 ]; then
+		t0=$(now_ms)
+		"$MESHRUN" --hostfile "${C_HF[$k]}" --ssh-config "$CFG" --timeout "$JOB_S" --backend mpi "${MPI_ARGS[@]}" \
+			-- "$ARTEST" -q --max-size "$MAXSIZE" </dev/null >"$TMP/base" 2>&1 ||
+			{ fail "a clean mpi job on $k"; show "$TMP/base"; finish; }
+		C_BASE[mpi]=$(($(now_ms) - t0))
+		ok "a clean mpi job on $k: ${C_BASE[mpi]} ms"
+	fi
+done
+[ -z "$TABLE" ] || : >"$TABLE"
+row "# seed $SEED"
+row "job jobseed              clust back fault         target                           when  hit    exit time_ms left  verdict    note"
+seed_rng "$SEED"
+T_START=$(now_ms)
+for ((j = 1; j <= JOBS; j++)); do
+	if [ ${#deck[@]} = 0 ]; then # a new round: all faults, shuffled (Fisher-Yates)
+		deck=("${FAULTS[@]}")
+		for ((i = ${#deck[@]} - 1; i > 0; i--)); do
+			rand $((i + 1)); f=${deck[$i]}; deck[$i]=${deck[$R]}; deck[$R]=$f
+		done
+	fi
+	f=${deck[0]}; deck=("${deck[@]:1}")
+	if [ -n "$JOB_SEED" ]; then js=$JOB_SEED; else
+		RNG=$((RNG * 6364136223846793005 + 1442695040888963407)); js=$(((RNG >> 1) & 0x7fffffffffff)); fi
+	saved=$RNG
+	run_job "$j" "$js" "$f" 2>>"$TMP/jobs.stderr" # bash's "Killed" notices
+	RNG=$saved
+done
+T_ALL=$((($(now_ms) - T_START) / 1000))
+
+row "# summary: seed $SEED, $JOBS jobs in $T_ALL s; verdicts: $(for v in "${!CNT_OUT[@]}"; do echo "$v=${CNT_OUT[$v]}"; done | grep -v '^exit' | sort | tr '\n' ' ')"
+row "# exit statuses: $(for v in "${!CNT_OUT[@]}"; do echo "${v#exit }=${CNT_OUT[$v]}"; done | grep -v '^[A-Za-z]' | sort -n | tr '\n' ' ')"
+row "# fault          jobs  hit  bad  max_exit_ms  exits"
+for f in "${FAULTS[@]}"; do
+	[ -n "${CNT_F[$f]:-}" ] || continue
+	row "$(printf '# %-14s %4d %4d %4d %12d  %s' "$f" "${CNT_F[$f]}" "${CNT_HIT[$f]:-0}" "${CNT_BAD[$f]:-0}" "${MAX_MS[$f]:-0}" "$(echo ${EXITS[$f]} | tr ' ' '\n' | sort -n | uniq -c | awk '{ printf "%s%s:%s", s, $2, $1; s = " " }')")"
+done
+for k in "${CLUSTER_KINDS[@]}"; do down "${C_NAME[$k]}"; done
+if [ $NBAD -ne 0 ]; then
+	fail "$NBAD of $JOBS jobs hung, left something, gave a wrong result, an undocumented status or an unnamed failure (seed $SEED)"
+else
+	ok "$JOBS jobs: no hang, leftover, wrong result or unnamed failure (seed $SEED)"
+fi
+finish
+}
+main "$@"; exit $?
