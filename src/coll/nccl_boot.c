@@ -363,7 +363,10 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 		rc = mr_err_sys(err, "nccl: rank 0: bind '%s' (NCCL_HOST_IP, NCCL_PORT)", addr);
 		goto out_close;
 	}
-	if (listen(lfd, b->size) < 0) {
+	/* room in the accept queue beyond the job's ranks: with a backlog of just
+	 * size, a burst of stray connections fills it and the ranks' SYNs are
+	 * dropped, each costing them a 1 s, then 3 s retransmit */
+	if (listen(lfd, b->size + 2 * MAX_PENDING) < 0) {
 		rc = mr_err_sys(err, "nccl: rank 0: listen on '%s'", addr);
 		goto out_close;
 	}
