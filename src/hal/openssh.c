@@ -131,6 +131,7 @@ struct os_hal {
 	struct ohost *hosts;
 	struct ojob *jobs;
 	struct mr_pollset ps;
+	unsigned changes;           /* bumped when a wait may be over: see pump() */
 };
 
 #define to_os_hal(h) mr_container_of(h, struct os_hal, base)
@@ -424,6 +425,7 @@ static void host_fail_from_stderr(struct ohost *h, const char *why)
 	else
 		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): %s", h->name, why);
 	h->st = H_FAILED;
+	h->oh->changes++;
 }
 
 static int count_starting(const struct os_hal *oh)
@@ -452,8 +454,10 @@ static void host_start(struct ohost *h)
 	    mr_strvec_push(&argv, mr_buf_cstr(&line)) < 0) {
 		mr_err_set(&h->err, MESHRUN_E_NOMEM, "ssh to '%s': out of memory", h->name);
 		h->st = H_FAILED;
+		oh->changes++;
 	} else if (och_start(&h->m, argv.v, true, what, &h->err) < 0) {
 		h->st = H_FAILED;
+		oh->changes++;
 	} else {
 		h->st = H_STARTING;
 		h->deadline = mr_now_ms() + oh->base.opts.connect_timeout_ms;
@@ -554,6 +558,7 @@ static void job_result(struct ojob *j, int hal_rc, int status, int sig, const st
 	if (j->done)
 		return;
 	j->done = true;
+	j->h->oh->changes++;
 	j->hal_rc = hal_rc;
 	j->status = status;
 	j->sig = sig;
@@ -607,8 +612,10 @@ static void sink(struct ojob *j, bool is_err, const char *d, size_t n)
 		return;
 	if (j->kind == J_RUN && j->cmd)
 		mr_hal_append_capped(is_err ? &j->cmd->errout : &j->cmd->out, d, n);
-	else if (j->kind == J_PROC)
+	else if (j->kind == J_PROC) {
 		mr_buf_append(is_err ? &j->perr : &j->pout, d, n);
+		j->h->oh->changes++; /* to deliver */
+	}
 }
 
 /* stdout: find and strip the marker line (as ssh_chan.c does). */
@@ -683,6 +690,7 @@ static void job_start(struct ojob *j)
 static void job_ended(struct ojob *j)
 {
 	j->started = j->ended = true;
+	j->h->oh->changes++;
 	och_close(&j->c);
 	if (j->kind != J_PROC)
 		j->finished = true;
@@ -754,6 +762,7 @@ static void step(struct os_hal *oh)
 			mr_err_set(&h->err, MESHRUN_E_CONNECT, "ssh to '%s' (OpenSSH): timed out after %d ms",
 				   h->name, oh->base.opts.connect_timeout_ms);
 			h->st = H_FAILED;
+			oh->changes++;
 		}
 		if (h->st == H_STARTING && och_check(&h->m)) {
 			/* read what it said before it went */
@@ -771,6 +780,7 @@ static void step(struct os_hal *oh)
 				   h->name);
 			och_close(&h->m);
 			h->st = H_FAILED;
+			oh->changes++;
 		}
 	}
 	for (struct ojob *j = oh->jobs; j; j = j->next) {
@@ -895,6 +905,7 @@ static void service(struct os_hal *oh)
 			if (memmem(h->mout.p, h->mout.len, MR_HAL_PGID_MARKER, strlen(MR_HAL_PGID_MARKER)) &&
 			    memchr(h->mout.p, '\n', h->mout.len)) {
 				h->st = H_READY;
+				oh->changes++;
 				mr_debug("openssh: '%s': control master %ld ready", h->name, (long)h->m.pid);
 			}
 		}
@@ -931,16 +942,25 @@ static void reap_jobs(struct os_hal *oh)
 	}
 }
 
-/* One round: step, wait up to timeout_ms for our fds (and the watched ones), step. */
+/*
+ * One round: step, wait up to timeout_ms for our fds (and the watched ones), step.
+ * The callers wait for a condition (a result, a host settled, output to deliver)
+ * that they check between rounds; when the steps before the wait already changed
+ * something (e.g. read the EOF that ends the last command), there must be no
+ * wait: nothing may ever wake it (idle masters, no timer left).
+ */
 static int pump(struct os_hal *oh, int timeout_ms, bool watch)
 {
 	size_t first_watch = 0;
+	unsigned changes = oh->changes;
 	int64_t t;
 	int n;
 
 	step(oh);
 	service(oh);
 	step(oh);
+	if (oh->changes != changes)
+		timeout_ms = 0;
 	mr_pollset_reset(&oh->ps);
 	if (add_pollfds(oh, &oh->ps) < 0)
 		return MESHRUN_E_NOMEM;
@@ -1248,12 +1268,13 @@ static int os_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err)
 static int os_poll_prepare(struct mr_hal *hal, struct mr_pollset *ps, int *timeout_ms)
 {
 	struct os_hal *oh = to_os_hal(hal);
+	unsigned changes = oh->changes;
 	int64_t t;
 
 	step(oh);
 	service(oh);
 	step(oh);
-	if (any_ready(oh))
+	if (any_ready(oh) || oh->changes != changes) /* as in pump() */
 		*timeout_ms = 0;
 	t = next_timer(oh);
 	if (t >= 0) {
