@@ -134,6 +134,32 @@ static void retry_later(struct pend *p, int e, int64_t now)
 	p->backoff = MR_MIN(p->backoff * 2, 500);
 }
 
+/*
+ * A connect to a port of this machine that nobody listens on can meet
+ * itself: when the kernel picks that very port as the local one (it lies in
+ * the ephemeral range), TCP's simultaneous open connects the socket to
+ * itself, and the peer then "says" our own rank. That is a refused
+ * connection, to be retried, not a peer.
+ */
+static bool connected_to_self(int fd)
+{
+	struct sockaddr_storage a, b;
+	socklen_t la = sizeof(a), lb = sizeof(b);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &la) < 0 || getpeername(fd, (struct sockaddr *)&b, &lb) < 0 ||
+	    la != lb || a.ss_family != b.ss_family)
+		return false;
+	if (a.ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)&a, *y = (const void *)&b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)&a, *y = (const void *)&b;
+		return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+	}
+	return false;
+}
+
 static void start_connect(struct pend *p, int64_t now)
 {
 	p->fd = mr_socket(p->addr->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
@@ -448,6 +474,10 @@ static int setup_step_pending(struct setup *s, size_t i, int64_t now, struct mes
 		getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
 		if (soerr) {
 			retry_later(p, soerr, now);
+			return 0;
+		}
+		if (connected_to_self(p->fd)) {
+			retry_later(p, ECONNREFUSED, now);
 			return 0;
 		}
 		p->state = P_SEND;

@@ -45,7 +45,9 @@ trap 'exit 130' INT TERM
 used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
 ports=()
 while [ ${#ports[@]} -lt $((n * conns)) ]; do
-	p=$((20000 + RANDOM % 40000))
+	# below the kernel's ephemeral range (32768-60999 by default): a port in it
+	# may be taken as the local end of any test's outgoing connection meanwhile
+	p=$((20000 + RANDOM % 12000))
 	if ! grep -qx "$p" <<<"$used" && [[ " ${ports[*]} " != *" $p "* ]]; then
 		ports+=("$p")
 	fi
