@@ -174,31 +174,47 @@ static int parse_string_list(struct parser *ps, const cJSON *arr, bool (*valid)(
 	return 0;
 }
 
-static int parse_rdma_cell(struct parser *ps, const cJSON *it, struct mr_rdma_cell *cell)
+/* What a row of per-peer cells ("rdma", "mesh_ips") holds in each cell. */
+struct cell_kind {
+	bool (*valid)(const char *);
+	const char *what;          /* for "'x' is not <what>" */
+	enum mr_rdma_kind lone;    /* what a lone string makes */
+	const char *wrong;         /* for "expected <wrong>, got <type>" */
+};
+
+static const struct cell_kind rdma_cell = { valid_rdma_dev, "an RDMA device name", MR_RDMA_ONE,
+					    "null, a string or an array" };
+/* a lone string is one cable: a list of one */
+static const struct cell_kind mesh_cell = { valid_ip, "an IP address or host name", MR_RDMA_LIST,
+					    "null or a list of addresses" };
+
+static int parse_cell(struct parser *ps, const cJSON *it, const struct cell_kind *k,
+		      struct mr_rdma_cell *cell)
 {
 	if (cJSON_IsNull(it)) {
 		cell->kind = MR_RDMA_NULL;
 		return 0;
 	}
 	if (cJSON_IsString(it)) {
-		cell->kind = MR_RDMA_ONE;
-		if (!valid_rdma_dev(it->valuestring))
-			return mr_json_err(ps->err, ps->name, &ps->path,
-					   "'%s' is not an RDMA device name", it->valuestring);
+		cell->kind = k->lone;
+		if (!k->valid(it->valuestring))
+			return mr_json_err(ps->err, ps->name, &ps->path, "'%s' is not %s", it->valuestring,
+					   k->what);
 		if (mr_strvec_push(&cell->devs, it->valuestring) < 0)
 			return nomem(ps->err);
 		return 0;
 	}
 	if (cJSON_IsArray(it)) {
 		cell->kind = MR_RDMA_LIST;
-		return parse_string_list(ps, it, valid_rdma_dev, "an RDMA device name",
-					 &cell->devs);
+		return parse_string_list(ps, it, k->valid, k->what, &cell->devs);
 	}
-	return mr_json_err(ps->err, ps->name, &ps->path,
-			   "expected null, a string or an array, got %s", mr_json_type_name(it));
+	return mr_json_err(ps->err, ps->name, &ps->path, "expected %s, got %s", k->wrong,
+			   mr_json_type_name(it));
 }
 
-static int parse_rdma(struct parser *ps, const cJSON *arr, struct mr_host *h)
+/* A host's row: *cells gets one cell per element, *ncells counts those to free. */
+static int parse_row(struct parser *ps, const cJSON *arr, const struct cell_kind *k, bool *has,
+		     struct mr_rdma_cell **cells, size_t *ncells)
 {
 	size_t n, i = 0;
 	const cJSON *it;
@@ -207,61 +223,18 @@ static int parse_rdma(struct parser *ps, const cJSON *arr, struct mr_host *h)
 	rc = mr_json_want_array(arr, ps->name, &ps->path, ps->err);
 	if (rc)
 		return rc;
-	h->has_rdma = true;
+	*has = true;
 	n = (size_t)cJSON_GetArraySize(arr);
 	if (!n)
 		return 0;
-	h->rdma = calloc(n, sizeof(*h->rdma));
-	if (!h->rdma)
+	*cells = calloc(n, sizeof(**cells));
+	if (!*cells)
 		return nomem(ps->err);
 	cJSON_ArrayForEach(it, arr) {
 		mr_json_path_index(&ps->path, i);
 		/* Count the cell first so that host_release() frees what it holds. */
-		h->nrdma = ++i;
-		rc = parse_rdma_cell(ps, it, &h->rdma[i - 1]);
-		mr_json_path_pop(&ps->path);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* "mesh_ips": a row of null or lists of addresses (a lone string is one cable). */
-static int parse_mesh(struct parser *ps, const cJSON *arr, struct mr_host *h)
-{
-	size_t n, i = 0;
-	const cJSON *it;
-	int rc;
-
-	rc = mr_json_want_array(arr, ps->name, &ps->path, ps->err);
-	if (rc)
-		return rc;
-	h->has_mesh = true;
-	n = (size_t)cJSON_GetArraySize(arr);
-	if (!n)
-		return 0;
-	h->mesh = calloc(n, sizeof(*h->mesh));
-	if (!h->mesh)
-		return nomem(ps->err);
-	cJSON_ArrayForEach(it, arr) {
-		struct mr_rdma_cell *c = &h->mesh[i];
-		mr_json_path_index(&ps->path, i);
-		h->nmesh = ++i;
-		rc = 0;
-		if (cJSON_IsNull(it)) {
-			c->kind = MR_RDMA_NULL;
-		} else if (cJSON_IsString(it)) {
-			c->kind = MR_RDMA_LIST;
-			if (!valid_ip(it->valuestring))
-				rc = mr_json_err(ps->err, ps->name, &ps->path, "'%s' is not an IP address or host name", it->valuestring);
-			else if (mr_strvec_push(&c->devs, it->valuestring) < 0)
-				rc = nomem(ps->err);
-		} else if (cJSON_IsArray(it)) {
-			c->kind = MR_RDMA_LIST;
-			rc = parse_string_list(ps, it, valid_ip, "an IP address or host name", &c->devs);
-		} else {
-			rc = mr_json_err(ps->err, ps->name, &ps->path, "expected null or a list of addresses, got %s", mr_json_type_name(it));
-		}
+		*ncells = ++i;
+		rc = parse_cell(ps, it, k, &(*cells)[i - 1]);
 		mr_json_path_pop(&ps->path);
 		if (rc)
 			return rc;
@@ -306,7 +279,7 @@ static int parse_host(struct parser *ps, const cJSON *obj, struct mr_hostfile *h
 	rdma = mr_json_member(obj, "rdma");
 	if (rdma) {
 		mr_json_path_key(&ps->path, "rdma");
-		rc = parse_rdma(ps, rdma, h);
+		rc = parse_row(ps, rdma, &rdma_cell, &h->has_rdma, &h->rdma, &h->nrdma);
 		mr_json_path_pop(&ps->path);
 		if (rc)
 			return rc;
@@ -314,7 +287,7 @@ static int parse_host(struct parser *ps, const cJSON *obj, struct mr_hostfile *h
 	mesh = mr_json_member(obj, "mesh_ips");
 	if (mesh) {
 		mr_json_path_key(&ps->path, "mesh_ips");
-		rc = parse_mesh(ps, mesh, h);
+		rc = parse_row(ps, mesh, &mesh_cell, &h->has_mesh, &h->mesh, &h->nmesh);
 		mr_json_path_pop(&ps->path);
 		if (rc)
 			return rc;
