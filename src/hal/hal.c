@@ -196,6 +196,43 @@ void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
 		p->ev.on_exit(p, hal_rc, status, sig, err, p->ev.ctx);
 }
 
+void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b))
+{
+	struct mr_proc **snap;
+	size_t n = 0, i = 0;
+
+	for (struct mr_proc *p = hal->procs; p; p = p->next)
+		n++;
+	if (!n || !(snap = calloc(n, sizeof(*snap))))
+		return;
+	for (struct mr_proc *p = hal->procs; p && i < n; p = p->next)
+		snap[i++] = p;
+	for (i = 0; i < n; i++) {
+		struct mr_proc *p = snap[i];
+		struct mr_proc_backlog b;
+		size_t len;
+		char *d;
+
+		if (p->exited || p->release_pending)
+			continue;
+		get(p, &b);
+		if (b.out->len) {
+			d = mr_buf_detach(b.out, &len);
+			mr_proc_deliver_stdout(p, d, len);
+			free(d);
+		}
+		if (b.err_out->len) {
+			d = mr_buf_detach(b.err_out, &len);
+			mr_proc_deliver_stderr(p, d, len);
+			free(d);
+		}
+		get(p, &b); /* as it is now */
+		if (b.done && !b.out->len && !b.err_out->len)
+			mr_proc_deliver_exit(p, b.hal_rc, b.status, b.sig, b.hal_rc < 0 ? b.err : NULL);
+	}
+	free(snap);
+}
+
 /* --- pollset and watched fds --- */
 
 int mr_pollset_add(struct mr_pollset *ps, int fd, short events)

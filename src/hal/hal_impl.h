@@ -199,6 +199,25 @@ void mr_proc_deliver_stderr(struct mr_proc *p, const char *data, size_t len);
 void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
 			  const struct meshrun_err *err);
 
+/*
+ * What a remote backend holds for one proc between its reads and their
+ * delivery: output it buffered, and the exit once it came (hal_rc < 0: err
+ * says why). The buffers belong to the backend's job.
+ */
+struct mr_proc_backlog {
+	struct mr_buf *out, *err_out;
+	bool done;
+	int hal_rc, status, sig;
+	const struct meshrun_err *err;
+};
+/*
+ * For every proc of hal (a snapshot: a callback may end or release one):
+ * deliver its buffered stdout, then stderr, then its exit once both are
+ * empty. get fills b for p. Nothing is delivered when out of memory (next
+ * time, then).
+ */
+void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b));
+
 /* --- watched fds inside a backend's poll --- */
 
 /* A growable pollfd array for one poll() round. */

@@ -1205,39 +1205,16 @@ static bool proc_ready(const struct os_proc *p)
 	return j->pout.len || j->perr.len || j->done;
 }
 
+static void backlog(struct mr_proc *p, struct mr_proc_backlog *b)
+{
+	struct ojob *j = to_os_proc(p)->job;
+
+	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->done, j->hal_rc, j->status, j->sig, &j->err };
+}
+
 static void deliver(struct os_hal *oh)
 {
-	struct mr_proc **snap;
-	size_t n = 0, i = 0;
-
-	for (struct mr_proc *p = oh->base.procs; p; p = p->next)
-		n++;
-	if (!n || !(snap = calloc(n, sizeof(*snap))))
-		return;
-	for (struct mr_proc *p = oh->base.procs; p && i < n; p = p->next)
-		snap[i++] = p;
-	for (i = 0; i < n; i++) {
-		struct mr_proc *p = snap[i];
-		struct ojob *j = to_os_proc(p)->job;
-		size_t len;
-		char *d;
-
-		if (p->exited || p->release_pending)
-			continue;
-		if (j->pout.len) {
-			d = mr_buf_detach(&j->pout, &len);
-			mr_proc_deliver_stdout(p, d, len);
-			free(d);
-		}
-		if (j->perr.len) {
-			d = mr_buf_detach(&j->perr, &len);
-			mr_proc_deliver_stderr(p, d, len);
-			free(d);
-		}
-		if (j->done && !j->pout.len && !j->perr.len)
-			mr_proc_deliver_exit(p, j->hal_rc, j->status, j->sig, j->hal_rc < 0 ? &j->err : NULL);
-	}
-	free(snap);
+	mr_hal_deliver_backlogs(&oh->base, backlog);
 }
 
 static bool any_ready(struct os_hal *oh)

@@ -484,43 +484,16 @@ static int running_procs(struct ssh_hal *sh)
 	return n;
 }
 
+static void backlog(struct mr_proc *p, struct mr_proc_backlog *b)
+{
+	struct job *j = to_ssh_proc(p)->job;
+
+	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->done, j->hal_rc, j->status, j->sig, &j->err };
+}
+
 static void deliver(struct ssh_hal *sh)
 {
-	struct mr_proc **snap;
-	size_t n = 0, i = 0;
-
-	for (struct mr_proc *p = sh->base.procs; p; p = p->next)
-		n++;
-	if (!n)
-		return;
-	snap = calloc(n, sizeof(*snap));
-	if (!snap)
-		return; /* delivered next time */
-	for (struct mr_proc *p = sh->base.procs; p && i < n; p = p->next)
-		snap[i++] = p;
-	for (i = 0; i < n; i++) {
-		struct mr_proc *p = snap[i];
-		struct job *j = to_ssh_proc(p)->job;
-		size_t len;
-		char *d;
-
-		if (p->exited || p->release_pending)
-			continue;
-		if (j->pout.len) {
-			d = mr_buf_detach(&j->pout, &len);
-			mr_proc_deliver_stdout(p, d, len);
-			free(d);
-		}
-		if (j->perr.len) {
-			d = mr_buf_detach(&j->perr, &len);
-			mr_proc_deliver_stderr(p, d, len);
-			free(d);
-		}
-		if (j->done && !j->pout.len && !j->perr.len)
-			mr_proc_deliver_exit(p, j->hal_rc, j->status, j->sig,
-					     j->hal_rc < 0 ? &j->err : NULL);
-	}
-	free(snap);
+	mr_hal_deliver_backlogs(&sh->base, backlog);
 }
 
 static int ssh_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err)
