@@ -77,16 +77,9 @@ esac
 echo "# chaos campaign: seed $SEED, $JOBS jobs, clusters ${CLUSTER_KINDS[*]}, backends ${BACKENDS[*]}, faults ${FAULTS[*]}"
 echo "# bounds: --timeout ${JOB_S}s + ${GRACE_S}s grace; MESHRUN_TIMEOUT ${PEER_S}s; leftovers gone ${LEFT_S}s after exit (${KILL9_LEFT_S}s after kill -9 of meshrun)"
 
-# ---- the PRNG: a 64-bit LCG (Knuth's MMIX constants) in bash arithmetic,
-# which wraps modulo 2^64; rand N uses the high bits.
-RNG=0
-seed_rng() { RNG=$1; for _ in 1 2 3; do RNG=$((RNG * 6364136223846793005 + 1442695040888963407)); done; }
-rand() { # rand N: sets R to 0..N-1
-	RNG=$((RNG * 6364136223846793005 + 1442695040888963407))
-	R=$((((RNG >> 33) & 0x7fffffff) % $1))
-}
-pick() { rand $#; shift $R; P=$1; } # pick WORDS...: sets P
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# the PRNG (seed_rng, rand, pick), the dealing of faults and job seeds, the
+# judging of a job, its row and the summary: shared with the jaccl part
+. "$(dirname "$0")/chaos_lib.sh"
 
 # ---- clusters: NAME, hostfile, hosts, rank hosts/addresses/interfaces
 declare -A C_NAME C_HF C_HOSTS C_N C_BASE
@@ -277,15 +270,12 @@ clear_fault() {
 }
 
 # ---- one job
-NBAD=0
-declare -A CNT_F CNT_BAD CNT_OUT CNT_HIT EXITS MAX_MS
-row() { printf '%s\n' "$1"; [ -z "$TABLE" ] || printf '%s\n' "$1" >>"$TABLE"; }
 # run_job INDEX JOBSEED FAULT: the job's own choices all come from JOBSEED; its
 # fault was dealt by the campaign (a shuffled deck of all faults per round, so
 # that a short campaign still meets each of them), and JOBSEED picks it again
 # from a deck of that one fault: --job-seed S --faults F replays it.
 run_job() {
-	local j=$1 js=$2 nr hosts t0 t1 rc=0 allowed named=1 left="" verdict=ok note="" el
+	local j=$1 js=$2 nr hosts t0 t1 rc=0 left="" verdict=ok note="" el
 	seed_rng "$js"
 	pick "${BACKENDS[@]}"; B=$P
 	pick "${CLUSTER_KINDS[@]}"; K=$P
@@ -398,72 +388,21 @@ run_job() {
 		for h in ${hosts//,/ }; do in_host_mnt "$N" "$h" sh -c 'rm -rf "$0"/meshrun.*' "$(host_tmp "$N" "$h")" 2>/dev/null; done
 	fi
 
-	# exit status and names
-	case $F in
-	none|garbage|halfopen|badtoken|slowloris|spew) allowed="0" ;;
-	rank-kill9) allowed="0 2 137" ;;
-	rank-term) allowed="0 2 143" ;;
-	rank-stop) allowed="0 2 124" ;;
-	meshrun-kill9) allowed="0 137" ;;
-	meshrun-int) allowed="0 130" ;;
-	unplug|flap|loss|latency|partition) allowed="0 2 124" ;;
-	stop-host) allowed="0 2 137 255" ;;
-	fulldisk|maxsessions) allowed="0 255" ;;
-	esac
-	# a fault that came after the job had ended (late) or found no target: any documented status
-	[ $HIT = hit ] || allowed="0 2 124 130 137 143 255"
-	# under mpirun meshrun passes mpirun's status on (1 when a rank failed)
-	[ "$B" = mpi ] && [ "$allowed" != 0 ] && allowed="$allowed 1"
-	local wrong=""
-	grep -q "^FAIL rank" "$TMP/err" && wrong="a rank printed FAIL"
-	grep -Eq "rank [0-9]+ of [0-9]+ \([a-z-]+\): [0-9]+ checks, [1-9]" "$TMP/out" && wrong="a rank counted failed checks"
-	if [ $rc = 0 ]; then
-		local good
-		good=$(grep -Eo "rank [0-9]+ of $nr \([a-z-]+\): [0-9]+ checks, 0 failed" "$TMP/out" | awk '{ print $2 }' | sort -u | wc -l)
-		[ "$good" -eq "$nr" ] || wrong="exit 0 but $good of $nr ranks reported all checks passed"
-		if [ $F = spew ] && [ "$(tr -cd x <"$TMP/out" | wc -c)" -lt 10000000 ]; then
-			note="$note only $(tr -cd x <"$TMP/out" | wc -c) of 10000000 bytes of rank $TR's line arrived"
-			[ $verdict = ok ] && verdict=LOST-OUTPUT
-		fi
-	elif [ $F != meshrun-kill9 ] && [ $F != meshrun-int ]; then
-		if [ $rc = 124 ]; then
-			grep -q -- "--timeout" "$TMP/err" || named=0
-		else
-			grep -Eq "$names" "$TMP/err" || named=0
-		fi
-	fi
-	if [ $HIT = failed ]; then
-		verdict=FAULT-ERR note="$note meshsim fault failed: $(head -c 160 "$TMP/fault.out")"
-	elif [ -n "$wrong" ]; then
-		verdict=WRONG note="$note $wrong"
-	elif [ $verdict = ok ] && ! echo " $allowed " | grep -q " $rc "; then
-		verdict=BAD-STATUS note="$note exit $rc not in {$allowed}: $(grep -v '^$' "$TMP/err" | tail -1 | cut -c1-160)"
-	elif [ $verdict = ok ] && [ $named = 0 ]; then
-		verdict=UNNAMED note="$note nothing matches /$names/: $(grep -v '^$' "$TMP/err" | tail -1 | cut -c1-160)"
-	fi
+	# exit status, names, results (chaos_lib.sh)
+	VERDICT=$verdict NOTE=$note
+	chaos_judge "$rc" "$TMP/out" "$TMP/err" "$nr" "$names"
 	local target=$TH
 	case $F in rank-*) target="r$TR@$TH" ;; unplug|flap|loss|latency) target=$TPORT ;;
 	partition) target=$ARG ;; garbage|halfopen|badtoken|slowloris) target="$TIP:$((32323 + TR))" ;;
 	meshrun-*|none) target=- ;; spew) target="r$TR" ;; esac
 	[ -n "$ARG" ] && [ $F != partition ] && target="$target $ARG"
-	row "$(printf '%3d %-20s %-5s %-4s %-13s %-30s %6s %-6s %4s %7d %5d  %-10s %s' "$j" "$js" "$K" "$B" "$F" "$target" "$WHEN" "$HIT" "$rc" "$el" "$exit_left" "$verdict" "$note")"
-	CNT_F[$F]=$((${CNT_F[$F]:-0} + 1))
-	[ $HIT = hit ] && CNT_HIT[$F]=$((${CNT_HIT[$F]:-0} + 1))
-	EXITS[$F]="${EXITS[$F]:-} $rc"
-	[ "$el" -gt "${MAX_MS[$F]:-0}" ] && MAX_MS[$F]=$el
-	CNT_OUT[$verdict]=$((${CNT_OUT[$verdict]:-0} + 1))
-	CNT_OUT["exit $rc"]=$((${CNT_OUT["exit $rc"]:-0} + 1))
-	if [ $verdict != ok ]; then
-		NBAD=$((NBAD + 1))
-		CNT_BAD[$F]=$((${CNT_BAD[$F]:-0} + 1))
-		echo "    | stderr of job $j (last lines):"; grep -v '^$' "$TMP/err" | tail -5 | cut -c1-200 | sed 's/^/    | /'
-	fi
+	chaos_row "$j" "$js" "$K" "$B" "$target" "$WHEN" "$rc" "$el" "$exit_left" "$TMP/err"
 }
 
 # ---- the campaign (in a function: bash reads a script as it runs, and an edit
 # of this file during a long campaign must not change the running one)
 main() {
-local k t0 i j js saved deck=() f
+local k t0 j saved
 for k in "${CLUSTER_KINDS[@]}"; do bring_up "$k"; done
 # a clean job per cluster: it must pass, and its time scales the fault moments
 for k in "${CLUSTER_KINDS[@]}"; do
@@ -485,32 +424,18 @@ for k in "${CLUSTER_KINDS[@]}"; do
 done
 [ -z "$TABLE" ] || : >"$TABLE"
 row "# seed $SEED"
-row "job jobseed              clust back fault         target                           when  hit    exit time_ms left  verdict    note"
+row "$CHAOS_HEADER"
 seed_rng "$SEED"
 T_START=$(now_ms)
 for ((j = 1; j <= JOBS; j++)); do
-	if [ ${#deck[@]} = 0 ]; then # a new round: all faults, shuffled (Fisher-Yates)
-		deck=("${FAULTS[@]}")
-		for ((i = ${#deck[@]} - 1; i > 0; i--)); do
-			rand $((i + 1)); f=${deck[$i]}; deck[$i]=${deck[$R]}; deck[$R]=$f
-		done
-	fi
-	f=${deck[0]}; deck=("${deck[@]:1}")
-	if [ -n "$JOB_SEED" ]; then js=$JOB_SEED; else
-		RNG=$((RNG * 6364136223846793005 + 1442695040888963407)); js=$(((RNG >> 1) & 0x7fffffffffff)); fi
+	chaos_deal "${FAULTS[@]}"
 	saved=$RNG
-	run_job "$j" "$js" "$f" 2>>"$TMP/jobs.stderr" # bash's "Killed" notices
+	run_job "$j" "$JS" "$DEALT" 2>>"$TMP/jobs.stderr" # bash's "Killed" notices
 	RNG=$saved
 done
 T_ALL=$((($(now_ms) - T_START) / 1000))
 
-row "# summary: seed $SEED, $JOBS jobs in $T_ALL s; verdicts: $(for v in "${!CNT_OUT[@]}"; do echo "$v=${CNT_OUT[$v]}"; done | grep -v '^exit' | sort | tr '\n' ' ')"
-row "# exit statuses: $(for v in "${!CNT_OUT[@]}"; do echo "${v#exit }=${CNT_OUT[$v]}"; done | grep -v '^[A-Za-z]' | sort -n | tr '\n' ' ')"
-row "# fault          jobs  hit  bad  max_exit_ms  exits"
-for f in "${FAULTS[@]}"; do
-	[ -n "${CNT_F[$f]:-}" ] || continue
-	row "$(printf '# %-14s %4d %4d %4d %12d  %s' "$f" "${CNT_F[$f]}" "${CNT_HIT[$f]:-0}" "${CNT_BAD[$f]:-0}" "${MAX_MS[$f]:-0}" "$(echo ${EXITS[$f]} | tr ' ' '\n' | sort -n | uniq -c | awk '{ printf "%s%s:%s", s, $2, $1; s = " " }')")"
-done
+chaos_summary "$SEED" "$JOBS" "$T_ALL" "${FAULTS[@]}"
 for k in "${CLUSTER_KINDS[@]}"; do down "${C_NAME[$k]}"; done
 if [ $NBAD -ne 0 ]; then
 	fail "$NBAD of $JOBS jobs hung, left something, gave a wrong result, an undocumented status or an unnamed failure (seed $SEED)"
