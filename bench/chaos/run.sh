@@ -2,15 +2,21 @@
 # bench/chaos/run.sh - the long fault campaign (issue 16): tests/chaos/chaos.sh with
 # at least 200 jobs, a random seed (printed first: rerun with --seed to reproduce),
 # ring and mpi jobs (mpi when Open MPI is installed), every fault, jobs of up to 128 KiB buffers (each all-reduce checker run takes 1-3 s).
-# The table goes to stdout and to --table FILE (default chaos-SEED.txt here).
-#   bench/chaos/run.sh BIN_DIR [--jobs N] [--seed N] [chaos.sh options...]
-# Root; takes the machine's netns lock itself. Expect ~1-2 minutes per 20 jobs.
+# Then --jaccl N (default 30; 0: none) jaccl jobs with the same seed in the
+# soft-RoCE QEMU guest (tests/chaos/chaos_jaccl.sh: fewer faults there, 20-60 s
+# a job under TCG), and one summary over both tables.
+# The tables go to stdout and to chaos-SEED.txt, chaos-jaccl-SEED.txt and
+# (both and the merged summary) chaos-all-SEED.txt here.
+#   bench/chaos/run.sh BIN_DIR [--jobs N] [--seed N] [--jaccl N] [chaos.sh options...]
+# Root; takes the machine's netns lock itself for the meshsim part. Expect
+# ~1-2 minutes per 20 meshsim jobs, ~1 minute per jaccl job.
 set -u
 BIN=${1:?usage: $0 BIN_DIR [--jobs N] [--seed N] [options]}
 shift
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SEED=$(( $(od -An -N4 -tu4 /dev/urandom) ))
 JOBS=200
+JACCL=30
 backends=ring
 command -v mpirun >/dev/null 2>&1 && command -v orted >/dev/null 2>&1 && backends=ring,mpi
 args=()
@@ -19,10 +25,26 @@ while [ $# -gt 0 ]; do
 	--seed) SEED=$2; shift 2 ;;
 	--jobs) JOBS=$2; shift 2 ;;
 	--backends) backends=$2; shift 2 ;;
+	--jaccl) JACCL=$2; shift 2 ;;
 	*) args+=("$1"); shift ;;
 	esac
 done
-echo "# bench/chaos: seed $SEED, $JOBS jobs, backends $backends"
-exec flock /tmp/meshrun-ns.lock env MESHRUN_SOURCE_DIR="$SRC" "$SRC/tests/chaos/chaos.sh" "$BIN" \
+echo "# bench/chaos: seed $SEED, $JOBS jobs, backends $backends; $JACCL jaccl jobs in the rxe guest"
+flock /tmp/meshrun-ns.lock env MESHRUN_SOURCE_DIR="$SRC" "$SRC/tests/chaos/chaos.sh" "$BIN" \
 	--seed "$SEED" --jobs "$JOBS" --backends "$backends" --max-size 128K --job-timeout 15 \
 	--table "chaos-$SEED.txt" "${args[@]}"
+rc=$?
+[ "$JACCL" -gt 0 ] || exit $rc
+"$SRC/tests/chaos/chaos_jaccl.sh" "$BIN" --seed "$SEED" --jobs "$JACCL" --table "chaos-jaccl-$SEED.txt"
+jrc=$?
+[ $jrc = 77 ] && jrc=0 # no guest here: the meshsim part decides
+# one summary over both parts (chaos_lib.sh reads the rows back)
+TABLE="" TMP=""
+. "$SRC/tests/chaos/chaos_lib.sh"
+{
+	cat "chaos-$SEED.txt" "chaos-jaccl-$SEED.txt" 2>/dev/null
+	echo "# ---- both parts"
+	chaos_summary_rows "$SEED" "chaos-$SEED.txt" "chaos-jaccl-$SEED.txt" 2>/dev/null
+} >"chaos-all-$SEED.txt"
+sed -n '/^# ---- both parts/,$p' "chaos-all-$SEED.txt"
+[ $rc = 0 ] && [ $jrc = 0 ]
