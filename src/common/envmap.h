@@ -39,7 +39,7 @@
 	  "as `MLX_HOSTFILE`, which stays unset so that MLX's `init()` with \"any\" skips its " \
 	  "own ring and reaches its mpi backend (libmeshrun-mpi)",                              \
 	  "the ring's hostfile when `MLX_HOSTFILE` is unset")                                   \
-	X(MESHRUN_MESH_HOSTFILE, "mesh", "mesh",                                                 \
+	X(MESHRUN_MESH_HOSTFILE, "mesh; mpi (`--mpi-impl meshrun`) on a full mesh", "mesh",                                                 \
 	  "path of a file on each host: JSON, one row per rank, cell [i][j] null on the "       \
 	  "diagonal, else the `\"ip:port\"` list of rank i on its cables to rank j (from the "  \
 	  "hostfile's `mesh_ips`); port `--starting-port` + i",                                 \
@@ -73,9 +73,14 @@
 	X(SLURM_PROCID, "", "all", "",                                                          \
 	  "this rank under srun, when neither `MLX_RANK` nor `OMPI_COMM_WORLD_RANK` is set")    \
 	X(SLURM_NTASKS, "", "all", "", "the size that goes with `SLURM_PROCID`")                \
-	X(JACCL_COORDINATOR, "", "jaccl", "", "as `MLX_JACCL_COORDINATOR`, and wins over it")   \
-	X(JACCL_IBV_DEVICES, "", "jaccl", "", "as `MLX_IBV_DEVICES`, and wins over it")         \
-	X(JACCL_RING, "", "jaccl", "", "as `MLX_JACCL_RING`")                                   \
+	X(JACCL_COORDINATOR, "mpi (`--mpi-impl meshrun`) with a complete rdma matrix", "jaccl",      \
+	  "as `MLX_JACCL_COORDINATOR` (MLX's own names stay unset)",                           \
+	  "as `MLX_JACCL_COORDINATOR`, and wins over it")   \
+	X(JACCL_IBV_DEVICES, "mpi (`--mpi-impl meshrun`) with a complete rdma matrix", "jaccl",      \
+	  "as `MLX_IBV_DEVICES`, no ring hostfile then (libmeshrun would take the ring first)",  \
+	  "as `MLX_IBV_DEVICES`, and wins over it")         \
+	X(JACCL_RING, "mpi (`--mpi-impl meshrun`) with an rdma ring only", "jaccl", "`1`",      \
+	  "as `MLX_JACCL_RING`")                                   \
 	X(JACCL_RANK, "", "jaccl", "", "rank (before `MLX_RANK`)")                              \
 	X(MESHRUN_IB_GID_INDEX, "", "jaccl", "",                                                \
 	  "GID index when the interface has no IPv4-mapped GID")                                \

@@ -247,6 +247,60 @@ static bool user_sets(const struct mr_strvec *env, const char *name)
 	return false;
 }
 
+/* Does every host have a row of rdma cells (not the empty rows of TCP hosts)? */
+static bool has_rdma_rows(const struct mr_hostfile *hf)
+{
+	for (size_t i = 0; i < hf->nhosts; i++)
+		if (!hf->hosts[i].nrdma)
+			return false;
+	return hf->nhosts > 1;
+}
+
+/*
+ * --mpi-impl meshrun: libmeshrun-mpi's MPI_Init runs libmeshrun's
+ * MESHRUN_BACKEND_ANY, which takes the first backend whose variables are
+ * present (mesh, ring, mpi, jaccl), so the variables set say which one runs:
+ *   jaccl   the hostfile's rdma matrix is complete (a mesh; else a ring, with
+ *           JACCL_RING=1) and rank 0 has an IP: JACCL_COORDINATOR and
+ *           JACCL_IBV_DEVICES, no ring file (it would win);
+ *   mesh    every host has "mesh_ips" of a full mesh: MESHRUN_MESH_HOSTFILE,
+ *           and the ring's file as for --backend mesh;
+ *   ring    otherwise: MESHRUN_HOSTFILE only.
+ * Never MLX's own names (MLX_HOSTFILE, MLX_IBV_DEVICES, ...): MLX's init("any")
+ * tries its ring before mpi, and libmeshrun reads the JACCL_* and MESHRUN_*
+ * names first.
+ */
+static int build_shim(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
+		      struct mr_launch_env *e, struct mr_buf *b, struct meshrun_err *err)
+{
+	char val[160];
+	int rc;
+
+	if (has_rdma_rows(hf) && host_ip0(&hf->hosts[0])) {
+		bool mesh = mr_hostfile_check_rdma(hf, true, NULL) == 0;
+		if (mesh || mr_hostfile_check_rdma(hf, false, NULL) == 0) {
+			snprintf(val, sizeof(val), "%s:%d", host_ip0(&hf->hosts[0]), o->starting_port);
+			if (mr_strvec_setenv(&e->common, MR_ENV(JACCL_COORDINATOR), val) < 0 ||
+			    (!mesh && mr_strvec_setenv(&e->common, MR_ENV(JACCL_RING), "1") < 0))
+				return nomem(err);
+			if ((rc = mr_launch_rdma_json(hf, b, err)) < 0)
+				return rc;
+			return add_file(e, MR_ENV(JACCL_IBV_DEVICES), "ibv_devices.json", b, err);
+		}
+	}
+	if (hf->nhosts > 1 && mr_hostfile_check_mesh(hf, NULL) == 0) {
+		if ((rc = mr_launch_mesh_json(hf, o->starting_port, b, err)) < 0 ||
+		    (rc = add_file(e, MR_ENV(MESHRUN_MESH_HOSTFILE), "mesh.json", b, err)) < 0)
+			return rc;
+		mr_buf_reset(b);
+	}
+	if ((rc = mr_launch_ring_json(hf, o->starting_port, o->connections_per_ip, b, err)) < 0)
+		return rc;
+	if (o->verbose && mr_strvec_setenv(&e->common, MR_ENV(MLX_RING_VERBOSE), "1") < 0)
+		return nomem(err);
+	return add_file(e, MR_ENV(MESHRUN_HOSTFILE), "hostfile.json", b, err);
+}
+
 static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
 			 struct mr_launch_env *e, struct meshrun_err *err)
 {
@@ -321,15 +375,12 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 	case MR_BACKEND_MPI:
 		if (!o->mpi_libname) /* Open MPI: mpirun sets everything */
 			break;
-		if ((rc = mr_launch_ring_json(hf, o->starting_port, o->connections_per_ip, &b, err)) < 0)
-			break;
-		if ((o->verbose && mr_strvec_setenv(&e->common, MR_ENV(MLX_RING_VERBOSE), "1") < 0) ||
-		    (!user_sets(o->user_env, MR_ENV(MLX_MPI_LIBNAME)) &&
-		     mr_strvec_setenv(&e->common, MR_ENV(MLX_MPI_LIBNAME), o->mpi_libname) < 0)) {
+		if (!user_sets(o->user_env, MR_ENV(MLX_MPI_LIBNAME)) &&
+		    mr_strvec_setenv(&e->common, MR_ENV(MLX_MPI_LIBNAME), o->mpi_libname) < 0) {
 			rc = nomem(err);
 			break;
 		}
-		rc = add_file(e, MR_ENV(MESHRUN_HOSTFILE), "hostfile.json", &b, err);
+		rc = build_shim(hf, o, e, &b, err);
 		break;
 	default:
 		rc = mr_err_set(err, MESHRUN_E_USAGE, "unknown backend %d", (int)o->backend);

@@ -28,7 +28,12 @@
  *   mpi_libname  MESHRUN_HOSTFILE=<file> instead of MLX_HOSTFILE, which stays
  *                unset so that MLX's init("any") skips its own ring and opens
  *                MLX_MPI_LIBNAME=<mpi_libname> (unless the user's env sets it),
- *                plus MLX_RANK and the job token.
+ *                plus MLX_RANK and the job token. The shim's libmeshrun takes the
+ *                first backend whose variables it finds (mesh, ring, jaccl), so:
+ *                a full mesh ("mesh_ips") adds MESHRUN_MESH_HOSTFILE as mesh
+ *                does; a complete rdma matrix (mesh, else ring) sets
+ *                JACCL_COORDINATOR, JACCL_IBV_DEVICES=<file> (and JACCL_RING=1
+ *                for a ring) INSTEAD of MESHRUN_HOSTFILE; never MLX's own names.
  *
  * A file is written once per host (the launcher decides where); its content is
  * MLX's `echo CONTENT > file`, i.e. the JSON text plus "\n".

@@ -10,8 +10,10 @@
  *                            Open MPI ABI subset MLX's mpi backend uses, over
  *                            libmeshrun (BACKEND)": MLX looks for "Open MPI"
  *   MPI_Init / MPI_Finalize  meshrun_init(ANY) / meshrun_free: the backend is
- *                            whatever libmeshrun's environment selects (ring from
- *                            MLX_HOSTFILE or MESHRUN_HOSTFILE, ...); no backend
+ *                            whatever libmeshrun's environment selects (the mesh
+ *                            from MESHRUN_MESH_HOSTFILE, the ring from MLX_HOSTFILE
+ *                            or MESHRUN_HOSTFILE, jaccl from JACCL_*: meshrun's
+ *                            --mpi-impl meshrun sets one of them); no backend
  *                            configured gives a world of size 1, as Open MPI's
  *                            singleton does (MLX then uses no group)
  *   MPI_Comm_rank/size/split/free, MPI_Allreduce, MPI_Allgather, MPI_Send,

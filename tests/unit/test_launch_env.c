@@ -464,6 +464,71 @@ static void test_backend_names(void **state)
 	assert_string_equal(mr_backend_name(MR_BACKEND_JACCL_RING), "jaccl-ring");
 }
 
+/* --mpi-impl meshrun on hostfiles with more than IPs (issue 18): the shim's
+ * libmeshrun picks the mesh on a full mesh, jaccl where the rdma matrix is
+ * complete (under the JACCL_* names: MLX_* would let MLX's own backends take
+ * them), the ring otherwise; MLX_HOSTFILE is never set */
+static void test_mpi_meshrun_impl_backends(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hostfile *hf = hf_parse(mesh3);
+	struct mr_launch_env_opts o = opts_for(MR_BACKEND_MPI);
+	struct mr_launch_env e;
+
+	(void)state;
+	o.mpi_libname = "/p/lib/libmeshrun-mpi.so";
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	assert_int_equal(e.nfiles, 2);
+	assert_string_equal(e.files[0].var, "MESHRUN_MESH_HOSTFILE");
+	assert_string_equal(e.files[0].content,
+			    "[[null, [\"192.168.0.1:32323\"], [\"192.168.0.5:32323\", \"192.168.0.9:32323\"]], "
+			    "[[\"192.168.0.2:32324\"], null, [\"192.168.0.13:32324\"]], "
+			    "[[\"192.168.0.6:32325\", \"192.168.0.10:32325\"], [\"192.168.0.14:32325\"], null]]\n");
+	check_rank_env(&e, 2, "/j",
+		       "MLX_MPI_LIBNAME=/p/lib/libmeshrun-mpi.so;MESHRUN_MESH_HOSTFILE=/j/mesh.json;"
+		       "MESHRUN_HOSTFILE=/j/hostfile.json;MLX_RANK=2;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+	mr_hostfile_free(hf);
+
+	/* a complete rdma matrix: jaccl, and no ring file (libmeshrun would take the ring first) */
+	hf = hf_parse("[{\"ssh\": \"a\", \"ips\": [\"10.0.0.1\"], \"rdma\": [null, \"rdma_en2\", \"rdma_en3\"]},"
+		      " {\"ssh\": \"b\", \"ips\": [\"10.0.0.2\"], \"rdma\": [\"rdma_en2\", null, \"rdma_en3\"]},"
+		      " {\"ssh\": \"c\", \"ips\": [\"10.0.0.3\"], \"rdma\": [\"rdma_en2\", \"rdma_en3\", null]}]");
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	assert_int_equal(e.nfiles, 1);
+	assert_string_equal(e.files[0].content,
+			    "[[null, \"rdma_en2\", \"rdma_en3\"], [\"rdma_en2\", null, \"rdma_en3\"], "
+			    "[\"rdma_en2\", \"rdma_en3\", null]]\n");
+	check_rank_env(&e, 1, "/j",
+		       "MLX_MPI_LIBNAME=/p/lib/libmeshrun-mpi.so;JACCL_COORDINATOR=10.0.0.1:32323;"
+		       "JACCL_IBV_DEVICES=/j/ibv_devices.json;MLX_RANK=1;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+	mr_hostfile_free(hf);
+
+	/* only the ring's neighbours cabled: jaccl's ring */
+	hf = hf_parse("[{\"ssh\": \"a\", \"ips\": [\"10.0.0.1\"], \"rdma\": [null, \"rdma_en3\", null, \"rdma_en2\"]},"
+		      " {\"ssh\": \"b\", \"ips\": [\"10.0.0.2\"], \"rdma\": [\"rdma_en2\", null, \"rdma_en3\", null]},"
+		      " {\"ssh\": \"c\", \"ips\": [\"10.0.0.3\"], \"rdma\": [null, \"rdma_en2\", null, \"rdma_en3\"]},"
+		      " {\"ssh\": \"d\", \"ips\": [\"10.0.0.4\"], \"rdma\": [\"rdma_en3\", null, \"rdma_en2\", null]}]");
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	check_rank_env(&e, 3, "/j",
+		       "MLX_MPI_LIBNAME=/p/lib/libmeshrun-mpi.so;JACCL_COORDINATOR=10.0.0.1:32323;JACCL_RING=1;"
+		       "JACCL_IBV_DEVICES=/j/ibv_devices.json;MLX_RANK=3;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+	mr_hostfile_free(hf);
+
+	/* rdma rows with a hole (neither mesh nor ring): the ring over the IPs */
+	hf = hf_parse("[{\"ssh\": \"a\", \"ips\": [\"10.0.0.1\"], \"rdma\": [null, null]},"
+		      " {\"ssh\": \"b\", \"ips\": [\"10.0.0.2\"], \"rdma\": [\"rdma_en2\", null]}]");
+	o.verbose = true;
+	assert_int_equal(mr_launch_env_build(hf, &o, &e, &err), 0);
+	check_rank_env(&e, 0, "/j",
+		       "MLX_MPI_LIBNAME=/p/lib/libmeshrun-mpi.so;MLX_RING_VERBOSE=1;"
+		       "MESHRUN_HOSTFILE=/j/hostfile.json;MLX_RANK=0;MESHRUN_JOB_TOKEN=tok");
+	mr_launch_env_release(&e);
+	mr_hostfile_free(hf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -478,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_env_names),
 		cmocka_unit_test(test_mpi),
 		cmocka_unit_test(test_mpi_meshrun_impl),
+		cmocka_unit_test(test_mpi_meshrun_impl_backends),
 		cmocka_unit_test(test_shlex_errors),
 		cmocka_unit_test(test_mesh),
 		cmocka_unit_test(test_backend_names),

@@ -5,7 +5,8 @@
 # meshconfig --backend ring --auto-setup writes "mesh_ips" on every host;
 # meshrun then runs the mesh by default (every op and dtype up to 1 MiB), and
 # every cable end, both m1-m2 cables included (striping), carries data;
-# --backend ring still runs the ring; a cable pulled mid all_sum fails every
+# --backend ring still runs the ring; libmeshrun-mpi (--backend mpi --mpi-impl
+# meshrun) runs the mesh too; a cable pulled mid all_sum fails every
 # rank within MESHRUN_TIMEOUT naming a rank; nothing is left behind.
 . "$(dirname "$0")/lib.sh"
 N=$(uniq_name msm)
@@ -40,6 +41,31 @@ done
 rc=$?
 [ $rc -eq 0 ] && [ "$(grep -c ' of 4 (ring): .* 0 failed' "$TMP/ring.out")" = 4 ] &&
 	ok "--backend ring forces the ring on the same hostfile" || { fail "ring job (exit $rc)"; show "$TMP/ring.out"; }
+
+# libmeshrun-mpi on the full mesh (issue 18): `--backend mpi --mpi-impl meshrun`
+# gives the shim the mesh's addresses too, so MLX's mpi calls run on the mesh
+# (its version string says so) over every cable
+SHIMTEST=$BIN/mpishim-mlx-test
+if [ -x "$SHIMTEST" ] && [ -e "$BIN/../lib/libmeshrun-mpi.so" ]; then
+	snap
+	"${MR[@]}" --backend mpi --mpi-impl meshrun -- "$SHIMTEST" </dev/null >"$TMP/shim.out" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] && [ "$(grep -cE 'rank [0-3] of 4: ok \(libmeshrun-mpi .*\(mesh\)\)' "$TMP/shim.out")" = 4 ] &&
+		ok "--backend mpi --mpi-impl meshrun on the full mesh: MLX's mpi calls pass on libmeshrun-mpi over the mesh" ||
+		{ fail "mpishim job on the mesh (exit $rc)"; show "$TMP/shim.out"; }
+	bad=0
+	for c in "${cab[@]}"; do
+		read -r h1 i1 h2 i2 <<<"$c"
+		for e in "$h1:$i1" "$h2:$i2"; do
+			d=$(($(counter "$N" "${e%%:*}" "${e#*:}" rx_bytes) - ${rx0[$e]}))
+			[ $d -gt 100000 ] || { bad=1; echo "  $e received only $d bytes"; }
+		done
+	done
+	[ $bad = 0 ] && ok "libmeshrun-mpi's job: every end of all ${#cab[@]} cables received data" ||
+		fail "libmeshrun-mpi's job did not use every cable"
+else
+	echo "skip - mpishim-mlx-test or libmeshrun-mpi is not built: no libmeshrun-mpi step"
+fi
 
 # a cable pulled mid all_sum (m3's end of its cable to m4): every rank stops,
 # meshrun exits with a rank's failure, the error names a rank
