@@ -145,9 +145,10 @@ int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr
  * The routing backend ("auto", src/hal/mux.c) that the tools use: commands and
  * processes for this machine (mr_hal_host_is_local) go to a local backend, every
  * other host to an ssh backend: libssh2, or the OpenSSH client as opts.ssh says;
- * with MR_HAL_SSH_AUTO, a host whose `ssh -G` output libssh2 cannot follow
- * (mr_hal_openssh_needed; asked once per host, in parallel, through the local
- * backend) gets the OpenSSH client, said in one info line per batch. Each inner
+ * with MR_HAL_SSH_AUTO, a host whose options libssh2 cannot follow (ssh_config.h's
+ * libssh2_gaps, as mr_hal_openssh_needed) gets the OpenSSH client, said in one
+ * info line per batch. The choice and the libssh2 backend read one shared
+ * ssh_config, so each host costs one `ssh -G` (all of a batch in parallel). Each inner
  * backend is made on first use (a local
  * job never reads ssh_config; a bad ssh_config fails the first remote command or
  * spawn, naming the file), both get opts. One mr_hal_poll() waits on both

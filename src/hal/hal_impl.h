@@ -186,6 +186,15 @@ const char *mr_hal_argv_summary(char *const *argv, char *buf, size_t n);
 /* The host as messages show it ("localhost" for NULL). */
 const char *mr_hal_host_name(const char *host);
 
+/*
+ * The libssh2 backend over a config someone else loaded (the auto hal, whose
+ * backend choice read the same `ssh -G` answers): cfg is borrowed and must
+ * outlive the hal; NULL: it loads its own (what mr_hal_new_ssh does).
+ */
+struct mr_ssh_config;
+int mr_hal_new_ssh_cfg(struct mr_hal **out, const struct mr_hal_opts *opts, struct mr_ssh_config *cfg,
+		       struct meshrun_err *err);
+
 /* --- proc helpers --- */
 
 /* Fill the common part and link p into hal->procs. 0 or MESHRUN_E_NOMEM. */

@@ -29,6 +29,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
+#include "hal/ssh_config.h"
 
 #include <poll.h>
 #include <strings.h>
@@ -49,7 +50,8 @@ struct mux_hal {
 	struct mr_pollset ps;
 	struct mux_route *route;
 	size_t nroute, route_alloc;
-	int probe;  /* auto: 1 ask ssh -G, 0 no OpenSSH client (libssh2), -1 not checked */
+	int probe;  /* auto: 1 look hosts up, 0 no OpenSSH client (libssh2), -1 not checked */
+	struct mr_ssh_config *cfg; /* shared with inner[MUX_REMOTE], freed after it */
 };
 
 struct mux_proc {
@@ -107,83 +109,76 @@ static int side_of(const struct mux_hal *m, const char *host)
 	return s ? *s : MUX_REMOTE;
 }
 
-static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct meshrun_err *err);
+/*
+ * The ssh_config that the auto choice and the libssh2 backend both read: loaded
+ * once, so that each host costs one `ssh -G` (its cache), not one for the choice
+ * and one more for the connection. < 0 when it cannot be loaded (err says why).
+ */
+static int shared_cfg(struct mux_hal *m, struct mr_ssh_config **out, struct meshrun_err *err)
+{
+	int rc = 0;
+
+	if (!m->cfg)
+		rc = mr_ssh_config_load(&m->cfg, m->base.opts.ssh_config, err);
+	*out = m->cfg;
+	return rc;
+}
 
 /*
- * auto: which of hosts need the OpenSSH client? `ssh [-F CFG] -G HOST` for every
- * remote host not decided yet, in parallel through the local backend; a host
- * whose ssh -G fails stays with libssh2 (which then says what is wrong). Tests
+ * auto: which of hosts need the OpenSSH client? Each remote host not decided yet
+ * is looked up in the shared ssh_config (`ssh -G` for all of them at once, or the
+ * built-in parser); a host whose lookup fails stays with libssh2 (which then says
+ * what is wrong), as do all hosts where no OpenSSH client is installed. Tests
  * that inject their own backends (ctors) never probe.
  */
 static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
 {
-	const char *cfg = m->base.opts.ssh_config ? m->base.opts.ssh_config : getenv("MESHRUN_SSH_CONFIG");
-	struct mr_hal_cmd *cmds = NULL;
-	struct mr_strvec *argvs = NULL;
+	struct mr_ssh_config *cfg = NULL;
 	struct mr_buf names = MR_BUF_INIT;
-	struct mr_hal *local = NULL;
-	char *ssh = NULL;
+	const char **todo = NULL;
 	size_t k = 0, nopen = 0;
 
 	if (m->base.opts.ssh != MR_HAL_SSH_AUTO || m->ctors.new_remote || m->probe == 0)
 		return;
 	if (m->probe < 0) {
-		ssh = mr_which("ssh", NULL);
+		char *ssh = mr_which("ssh", NULL);
+
 		m->probe = ssh ? 1 : 0;
-		if (!ssh)
+		free(ssh);
+		if (!m->probe)
 			return;
-	} else if (!(ssh = mr_which("ssh", NULL))) {
-		return;
 	}
-	cmds = calloc(n ? n : 1, sizeof(*cmds));
-	argvs = calloc(n ? n : 1, sizeof(*argvs));
-	if (!cmds || !argvs || get_inner(m, MUX_LOCAL, &local, NULL) < 0)
+	if (shared_cfg(m, &cfg, NULL) < 0 || !(todo = calloc(n ? n : 1, sizeof(*todo))))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const char *h = mr_hal_host_name(hosts[i]);
 		bool dup = false;
 
-		if (mr_hal_host_is_local(h) || route_find(m, h) || h[0] == '-')
+		if (mr_hal_host_is_local(h) || route_find(m, h))
 			continue;
 		for (size_t j = 0; j < k; j++)
-			dup |= !strcmp(argvs[j].v[argvs[j].nr - 1], h);
-		if (dup)
-			continue;
-		if (mr_strvec_push(&argvs[k], ssh) < 0 || (cfg && *cfg && (mr_strvec_push(&argvs[k], "-F") < 0 ||
-		    mr_strvec_push(&argvs[k], cfg) < 0)) || mr_strvec_push(&argvs[k], "-G") < 0 ||
-		    mr_strvec_push(&argvs[k], "--") < 0 || mr_strvec_push(&argvs[k], h) < 0)
-			goto out;
-		cmds[k].host = "127.0.0.1";
-		cmds[k].argv = argvs[k].v;
-		cmds[k].timeout_ms = 5000;
-		k++; /* the host is argv's last word: the command's host is the local one */
+			dup |= !strcmp(todo[j], h);
+		if (!dup)
+			todo[k++] = h;
 	}
-	if (!k || mr_hal_run(local, cmds, k, NULL) < 0)
-		goto out;
+	mr_ssh_config_prefetch(cfg, todo, k);
 	for (size_t i = 0; i < k; i++) {
-		const char *h = argvs[i].v[argvs[i].nr - 1];
-		char why[300] = "";
-		bool need = mr_hal_cmd_ok(&cmds[i]) &&
-			    mr_hal_openssh_needed(h, mr_buf_cstr(&cmds[i].out), why, sizeof(why));
+		struct mr_ssh_host_cfg hc = MR_SSH_HOST_CFG_INIT;
+		bool need = mr_ssh_config_lookup(cfg, todo[i], &hc, NULL) == 0 && hc.libssh2_gaps.nr;
 
-		route_add(m, h, need ? MUX_OPENSSH : MUX_REMOTE);
+		route_add(m, todo[i], need ? MUX_OPENSSH : MUX_REMOTE);
 		if (need) {
-			(void)mr_buf_printf(&names, "%s%s (%s)", nopen ? ", " : "", h, why);
+			(void)mr_buf_printf(&names, "%s%s (%s)", nopen ? ", " : "", todo[i], hc.libssh2_gaps.v[0]);
 			nopen++;
 		}
+		mr_ssh_host_cfg_release(&hc);
 	}
 	if (nopen)
 		mr_info("using the OpenSSH client for %s (--ssh libssh2|openssh to choose)",
 			mr_buf_cstr(&names));
 out:
-	for (size_t i = 0; i < k; i++)
-		mr_hal_cmd_release(&cmds[i]);
-	for (size_t i = 0; argvs && i < n; i++)
-		mr_strvec_release(&argvs[i]);
-	free(argvs);
-	free(cmds);
+	free(todo);
 	mr_buf_release(&names);
-	free(ssh);
 }
 
 static void classify_one(struct mux_hal *m, const char *host)
@@ -194,6 +189,7 @@ static void classify_one(struct mux_hal *m, const char *host)
 /* The inner backend for side, made on first use. */
 static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct meshrun_err *err)
 {
+	struct mr_ssh_config *cfg = NULL;
 	int rc;
 
 	if (!m->inner[side]) {
@@ -202,9 +198,10 @@ static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct me
 						: mr_hal_new_local(&m->inner[side], &m->base.opts, err);
 		else if (side == MUX_OPENSSH)
 			rc = mr_hal_new_openssh(&m->inner[side], &m->base.opts, err);
-		else
-			rc = m->ctors.new_remote ? m->ctors.new_remote(&m->inner[side], &m->base.opts, m->ctors.ctx, err)
-						 : mr_hal_new_ssh(&m->inner[side], &m->base.opts, err);
+		else if (m->ctors.new_remote)
+			rc = m->ctors.new_remote(&m->inner[side], &m->base.opts, m->ctors.ctx, err);
+		else if ((rc = shared_cfg(m, &cfg, err)) == 0)
+			rc = mr_hal_new_ssh_cfg(&m->inner[side], &m->base.opts, cfg, err);
 		if (rc < 0) {
 			m->inner[side] = NULL;
 			return rc;
@@ -480,6 +477,7 @@ static void mux_free(struct mr_hal *hal)
 	/* each inner backend kills and reaps its procs (no callbacks) */
 	for (int side = 0; side < MUX_N; side++)
 		mr_hal_free(m->inner[side]);
+	mr_ssh_config_free(m->cfg);
 	while (hal->procs) {
 		struct mux_proc *mp = to_mux_proc(hal->procs);
 

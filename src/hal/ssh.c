@@ -635,7 +635,8 @@ static void ssh_free(struct mr_hal *hal)
 		mr_ssh_conn_free(c);
 	}
 	mr_pollset_release(&sh->ps);
-	mr_ssh_config_free(sh->cfg);
+	if (!sh->cfg_borrowed)
+		mr_ssh_config_free(sh->cfg);
 	mr_hal_release_common(hal);
 	libssh2_exit();
 	free(sh);
@@ -682,7 +683,8 @@ static const struct mr_hal_ops ssh_ops = {
 	.remove_at_exit = ssh_remove_at_exit,
 };
 
-int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)
+int mr_hal_new_ssh_cfg(struct mr_hal **out, const struct mr_hal_opts *opts, struct mr_ssh_config *cfg,
+		       struct meshrun_err *err)
 {
 	struct ssh_hal *sh;
 	int rc;
@@ -696,7 +698,9 @@ int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct m
 		libssh2_exit();
 		return mr_err_set(err, MESHRUN_E_NOMEM, "ssh hal: out of memory");
 	}
-	rc = mr_ssh_config_load(&sh->cfg, sh->base.opts.ssh_config, err);
+	sh->cfg = cfg;
+	sh->cfg_borrowed = cfg != NULL;
+	rc = cfg ? 0 : mr_ssh_config_load(&sh->cfg, sh->base.opts.ssh_config, err);
 	if (rc < 0) {
 		mr_hal_release_common(&sh->base);
 		free(sh);
@@ -708,4 +712,9 @@ int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct m
 			mr_ssh_config_unsupported(sh->cfg));
 	*out = &sh->base;
 	return 0;
+}
+
+int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)
+{
+	return mr_hal_new_ssh_cfg(out, opts, NULL, err);
 }

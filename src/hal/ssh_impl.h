@@ -135,6 +135,7 @@ struct ssh_proc {
 struct ssh_hal {
 	struct mr_hal base;
 	struct mr_ssh_config *cfg;
+	bool cfg_borrowed;   /* cfg belongs to the auto hal (mr_hal_new_ssh_cfg) */
 	struct conn *conns;
 	struct mr_pollset ps;
 };

@@ -6,12 +6,16 @@
  */
 #include "common/compat.h"
 #include "common/err.h"
+#include "common/fdio.h"
 #include "hal/hal.h"
 #include "hal/replay.h"
 
 #include <setjmp.h>
 #include <cmocka.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct remote {
@@ -396,6 +400,91 @@ static void test_ssh_pick(void **state)
 	unsetenv("MESHRUN_SSH");
 }
 
+/* Lines of path that contain word (0 when there is no file). */
+static int count_lines(const char *path, const char *word)
+{
+	char line[1024];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, word) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * auto (issue 21): the backend choice and the libssh2 backend share one `ssh -G`
+ * per host. A fake ssh first on PATH logs its calls and answers -G with
+ * 127.0.0.1:1 (refused at once); fc needs PKCS11Provider, so it goes to the
+ * OpenSSH client (the fake fails every other call).
+ */
+static void test_one_ssh_g_per_host(void **state)
+{
+	char dir[] = "/tmp/mr-fakessh-XXXXXX";
+	char path[512], calls[512], script[2048];
+	const char *old_path = getenv("PATH");
+	char *saved_path = strdup(old_path ? old_path : "/usr/bin:/bin");
+	char *argv[] = { "true", NULL };
+	const char *hosts[] = { "fa", "fb", "fc" };
+	struct mr_hal_cmd cmds[3];
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hal *hal = NULL;
+	struct mr_hal *os;
+
+	(void)state;
+	assert_non_null(saved_path);
+	assert_non_null(mkdtemp(dir));
+	snprintf(calls, sizeof(calls), "%s/calls", dir);
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "echo \"$*\" >>%s\n"
+		 "case \" $* \" in *\" -G \"*) ;; *) echo 'fake ssh: no' >&2; exit 255 ;; esac\n"
+		 "for a; do h=$a; done\n"
+		 "printf 'host %%s\\nhostname 127.0.0.1\\nport 1\\nuser root\\nconnecttimeout 2\\n' \"$h\"\n"
+		 "printf 'identityfile %s/nokey\\nuserknownhostsfile %s/kh\\nstricthostkeychecking yes\\n'\n"
+		 "[ \"$h\" = fc ] && echo 'pkcs11provider /x/opensc-pkcs11.so'\n"
+		 "exit 0\n",
+		 calls, dir, dir);
+	snprintf(path, sizeof(path), "%s/ssh", dir);
+	assert_int_equal(mr_write_file(path, script, strlen(script), 0755, &err), 0);
+	snprintf(script, sizeof(script), "%s:%s", dir, saved_path);
+	setenv("PATH", script, 1);
+	unsetenv("MESHRUN_SSH_CONFIG");
+	unsetenv("MESHRUN_SSH_RESOLVER");
+	unsetenv("SSH_AUTH_SOCK");
+
+	assert_int_equal(mr_hal_new_auto(&hal, NULL, &err), 0);
+	for (int round = 0; round < 2; round++) {
+		memset(cmds, 0, sizeof(cmds));
+		for (size_t i = 0; i < 3; i++) {
+			cmds[i].host = hosts[i];
+			cmds[i].argv = argv;
+			cmds[i].timeout_ms = 5000;
+		}
+		assert_int_equal(mr_hal_run(hal, cmds, 3, &err), 0);
+		for (size_t i = 0; i < 3; i++) {
+			assert_true(cmds[i].hal_rc < 0); /* nothing listens, the fake refuses */
+			mr_hal_cmd_release(&cmds[i]);
+		}
+		/* one -G per host, the first round only: 5 when the choice asked on its own */
+		assert_int_equal(count_lines(calls, "-G"), 3);
+	}
+	os = mr_hal_mux_inner(hal, "fc");
+	assert_non_null(os);
+	assert_string_equal(mr_hal_name(os), "openssh");
+	assert_string_equal(mr_hal_name(mr_hal_mux_inner(hal, "fa")), "ssh");
+	mr_hal_free(hal);
+
+	setenv("PATH", saved_path, 1);
+	free(saved_path);
+	unlink(calls);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_watched_fd),
 		cmocka_unit_test(test_openssh_needed),
 		cmocka_unit_test(test_ssh_pick),
+		cmocka_unit_test(test_one_ssh_g_per_host),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
