@@ -707,7 +707,7 @@ int mr_hal_new_ssh_cfg(struct mr_hal **out, const struct mr_hal_opts *opts, stru
 		libssh2_exit();
 		return rc;
 	}
-	if (mr_ssh_config_unsupported(sh->cfg))
+	if (mr_ssh_config_unsupported(sh->cfg) && !mr_ssh_config_fell_back(sh->cfg))
 		mr_warn("ssh config: without OpenSSH's ssh to resolve hosts, these are not supported and are ignored: %s",
 			mr_ssh_config_unsupported(sh->cfg));
 	*out = &sh->base;

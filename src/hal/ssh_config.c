@@ -5,6 +5,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/log.h"
 #include "common/num.h"
 #include "common/shquote.h"
 #include "common/spawn.h"
@@ -69,6 +70,7 @@ struct g_entry {
 	char *text;
 	struct meshrun_err err;
 	bool done;
+	bool no_g;  /* ssh refused -G as an unknown option: OpenSSH before 6.8 */
 };
 
 struct mr_ssh_config {
@@ -78,6 +80,7 @@ struct mr_ssh_config {
 	char *unsupported_str;
 	char *ssh_bin;                /* `ssh -G` resolves; NULL: the blocks above */
 	char *file;                   /* its -F FILE, NULL: ssh's defaults */
+	bool fell_back;               /* ssh had no -G: the blocks were read after all */
 	struct g_entry *g;
 	size_t ng, g_alloc;
 };
@@ -668,12 +671,40 @@ static int pick_resolver(char **bin, struct meshrun_err *err)
 	return 0;
 }
 
-int mr_ssh_config_load(struct mr_ssh_config **out, const char *path, struct meshrun_err *err)
+/* The built-in parser's part of a load: path (NULL: ~/.ssh/config, which may be
+ * missing) read into cfg's blocks. */
+static int load_builtin(struct mr_ssh_config *cfg, const char *path, struct meshrun_err *err)
 {
 	struct mr_buf text = MR_BUF_INIT;
-	char *def = NULL, *bin = NULL;
+	struct cfg_block *cur = NULL;
+	char *def = NULL;
+	int rc = 0;
+
+	if (!path) {
+		struct mr_buf b = MR_BUF_INIT;
+
+		if (mr_buf_printf(&b, "%s/.ssh/config", mr_ssh_home()) < 0)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "ssh config path: out of memory");
+		def = mr_buf_detach(&b, NULL);
+		if (access(def, F_OK) < 0 && errno == ENOENT) {
+			free(def);
+			return 0; /* no file: an empty config */
+		}
+		path = def;
+	}
+	rc = mr_read_file(path, SSH_CONFIG_MAX, &text, err);
+	if (rc == 0)
+		rc = parse_text(cfg, text.p ? text.p : "", text.len, path, 0, &cur, err);
+	mr_buf_release(&text);
+	free(def);
+	return rc;
+}
+
+int mr_ssh_config_load(struct mr_ssh_config **out, const char *path, struct meshrun_err *err)
+{
 	const char *env = getenv("MESHRUN_SSH_CONFIG");
-	bool must_exist = true;
+	struct mr_ssh_config *cfg;
+	char *bin = NULL;
 	int rc;
 
 	*out = NULL;
@@ -682,43 +713,24 @@ int mr_ssh_config_load(struct mr_ssh_config **out, const char *path, struct mesh
 		return rc;
 	if (!path && env && *env)
 		path = env;
-	if (bin) {
-		struct mr_ssh_config *cfg = calloc(1, sizeof(*cfg));
-
-		if (!cfg || (path && !(cfg->file = strdup(path)))) {
-			free(cfg);
-			free(bin);
-			return mr_err_set(err, MESHRUN_E_NOMEM, "ssh config: out of memory");
-		}
-		cfg->ssh_bin = bin;
-		if (path && access(path, R_OK) < 0) {
-			rc = mr_err_set(err, errno == ENOENT ? MESHRUN_E_NOTFOUND : MESHRUN_E_SYS,
-					"ssh config '%s': %s", path, strerror(errno));
-			mr_ssh_config_free(cfg);
-			return rc;
-		}
-		*out = cfg;
-		return 0;
+	cfg = calloc(1, sizeof(*cfg));
+	if (!cfg || (path && !(cfg->file = strdup(path)))) {
+		free(cfg);
+		free(bin);
+		return mr_err_set(err, MESHRUN_E_NOMEM, "ssh config: out of memory");
 	}
-	if (!path) {
-		struct mr_buf b = MR_BUF_INIT;
-
-		if (mr_buf_printf(&b, "%s/.ssh/config", mr_ssh_home()) < 0)
-			return mr_err_set(err, MESHRUN_E_NOMEM, "ssh config path: out of memory");
-		def = mr_buf_detach(&b, NULL);
-		path = def;
-		must_exist = false;
+	cfg->ssh_bin = bin;
+	if (bin && path && access(path, R_OK) < 0)
+		rc = mr_err_set(err, errno == ENOENT ? MESHRUN_E_NOTFOUND : MESHRUN_E_SYS,
+				"ssh config '%s': %s", path, strerror(errno));
+	else if (!bin)
+		rc = load_builtin(cfg, path, err);
+	if (rc < 0) {
+		mr_ssh_config_free(cfg);
+		return rc;
 	}
-	if (!must_exist && access(path, F_OK) < 0 && errno == ENOENT) {
-		free(def);
-		return mr_ssh_config_parse(out, "", 0, "(none)", err);
-	}
-	rc = mr_read_file(path, SSH_CONFIG_MAX, &text, err);
-	if (rc == 0)
-		rc = mr_ssh_config_parse(out, text.p ? text.p : "", text.len, path, err);
-	mr_buf_release(&text);
-	free(def);
-	return rc;
+	*out = cfg;
+	return 0;
 }
 
 /* A comma-separated OpenSSH pattern list: a negated hit refuses, else any hit. */
@@ -1318,6 +1330,9 @@ static void g_collect(struct g_run *runs, size_t n)
 			const char *m = mr_buf_cstr(&r->err);
 			int len = (int)strcspn(m, "\n");
 
+			/* getopt's words: "unknown" (OpenSSH's own), "illegal" (BSD), "invalid" (glibc) */
+			r->e->no_g = strstr(m, "option -- G") || strstr(m, "option -- 'G'");
+
 			mr_err_set(&r->e->err, MESHRUN_E_PARSE, "ssh -G for '%s' failed%s%.*s", r->e->dest,
 				   len ? ": " : "", len, m);
 		} else if (!(r->e->text = mr_buf_detach(&r->out, NULL))) {
@@ -1357,6 +1372,37 @@ void mr_ssh_config_prefetch(struct mr_ssh_config *cfg, const char *const *dests,
 	}
 }
 
+/*
+ * OpenSSH before 6.8 has no -G: the built-in parser reads the config instead, from
+ * now on, said once (with what it skips). The cached answers go (all failures).
+ */
+static int fall_back_builtin(struct mr_ssh_config *cfg, struct meshrun_err *err)
+{
+	int rc = load_builtin(cfg, cfg->file, err);
+
+	if (rc < 0)
+		return rc;
+	mr_warn("ssh config: '%s' has no -G (OpenSSH older than 6.8): hosts are resolved by the built-in parser%s%s",
+		cfg->ssh_bin, cfg->unsupported_str ? ", which ignores: " : "",
+		cfg->unsupported_str ? cfg->unsupported_str : "");
+	for (size_t i = 0; i < cfg->ng; i++) {
+		free(cfg->g[i].dest);
+		free(cfg->g[i].text);
+	}
+	free(cfg->g);
+	cfg->g = NULL;
+	cfg->ng = cfg->g_alloc = 0;
+	free(cfg->ssh_bin);
+	cfg->ssh_bin = NULL;
+	cfg->fell_back = true;
+	return 0;
+}
+
+bool mr_ssh_config_fell_back(const struct mr_ssh_config *cfg)
+{
+	return cfg && cfg->fell_back;
+}
+
 static int lookup(struct mr_ssh_config *cfg, const char *dest, const char *g_text,
 		  struct mr_ssh_host_cfg *out, struct meshrun_err *err)
 {
@@ -1391,6 +1437,14 @@ static int lookup(struct mr_ssh_config *cfg, const char *dest, const char *g_tex
 		}
 		if (!e)
 			goto nomem;
+		if (!e->text && e->no_g) {
+			rc = fall_back_builtin(cfg, err);
+			if (rc < 0)
+				goto out;
+			if (collect_builtin(cfg, &h, &r) < 0)
+				goto nomem;
+			goto resolved;
+		}
 		if (!e->text) {
 			rc = mr_err_set(err, e->err.code ? e->err.code : MESHRUN_E_NOMEM, "%s",
 					e->err.code ? e->err.msg : "ssh -G: out of memory");
@@ -1405,6 +1459,7 @@ static int lookup(struct mr_ssh_config *cfg, const char *dest, const char *g_tex
 	} else if (collect_builtin(cfg, &h, &r) < 0) {
 		goto nomem;
 	}
+resolved:
 	if (finish(&h, &r, &why) < 0)
 		goto fail_why;
 	raw_release(&r);

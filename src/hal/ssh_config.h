@@ -9,7 +9,8 @@
  *    It runs through common/spawn.h (no shell, DEST validated by
  *    mr_ssh_dest_split), once per destination (cached in the config), several
  *    at once with mr_ssh_config_prefetch().
- *  - the built-in parser (fallback), which understands:
+ *  - the built-in parser (fallback; also when `ssh` has no -G, OpenSSH < 6.8,
+ *    found at the first lookup and said in one warning), which understands:
  *   Host PATTERN...            starts a block; patterns use * and ?, a leading !
  *                              negates (a block with a matching negated pattern
  *                              does not apply); options before the first Host
@@ -113,6 +114,12 @@ const char *mr_ssh_config_resolver(const struct mr_ssh_config *cfg);
  * `ssh -G`, which supports them all). Owned by cfg.
  */
 const char *mr_ssh_config_unsupported(const struct mr_ssh_config *cfg);
+/*
+ * True once `ssh` turned out to have no -G (OpenSSH before 6.8): the lookups fell
+ * back to the built-in parser, with a one-line warning that named what it does
+ * not support (so the caller need not warn again).
+ */
+bool mr_ssh_config_fell_back(const struct mr_ssh_config *cfg);
 /*
  * With `ssh -G`: resolve these destinations now, in parallel (up to 32 at once),
  * so that the lookups that follow are cache hits. Errors are kept for the

@@ -4,12 +4,15 @@
 
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/log.h"
 #include "common/spawn.h"
 
 #include <libssh2.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -542,6 +545,87 @@ static void test_from_g_gaps(void **state)
 	rmdir(dir);
 }
 
+/*
+ * OpenSSH before 6.8 has no -G (issue 21): a fake `ssh` first on PATH answers it as
+ * old OpenSSH does ("unknown option -- G", its usage, exit 255); the lookups fall
+ * back to the built-in parser with one warning (naming what it skips), no error,
+ * and ssh is asked once, not once per host.
+ */
+static void test_old_openssh_no_g(void **state)
+{
+	char dir[] = "/tmp/mr-oldssh-XXXXXX";
+	char path[512], conf[512], calls[512], script[1024], logbuf[4096] = "";
+	const char *old_path = getenv("PATH");
+	char *saved_path = strdup(old_path ? old_path : "/usr/bin:/bin");
+	const char *text = "Host o1 o2\n  HostName 10.8.0.%h\n  User old\n  ForwardX11 no\n";
+	const char *dests[] = { "o1", "o2" };
+	struct mr_ssh_config *cfg = NULL;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	FILE *log, *f;
+	int ncalls = 0;
+
+	(void)state;
+	assert_non_null(saved_path);
+	assert_non_null(mkdtemp(dir));
+	snprintf(calls, sizeof(calls), "%s/calls", dir);
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "echo \"$*\" >>%s\n"
+		 "echo 'unknown option -- G' >&2\n"
+		 "echo 'usage: ssh [-1246AaCfgKkMNnqsTtVvXxYy] [-b bind_address] [-c cipher_spec]' >&2\n"
+		 "echo '           [-D [bind_address:]port] [-E log_file] [-e escape_char]' >&2\n"
+		 "exit 255\n", calls);
+	snprintf(path, sizeof(path), "%s/ssh", dir);
+	assert_int_equal(mr_write_file(path, script, strlen(script), 0755, &err), 0);
+	snprintf(conf, sizeof(conf), "%s/cfg", dir);
+	assert_int_equal(mr_write_file(conf, text, strlen(text), 0600, &err), 0);
+	snprintf(script, sizeof(script), "%s:%s", dir, saved_path);
+	setenv("PATH", script, 1);
+	unsetenv("MESHRUN_SSH_RESOLVER"); /* auto: ssh is there, so it is asked */
+	log = fmemopen(logbuf, sizeof(logbuf) - 1, "w");
+	assert_non_null(log);
+	mr_log_set_stream(log);
+
+	assert_int_equal(mr_ssh_config_load(&cfg, conf, &err), 0);
+	assert_non_null(mr_ssh_config_resolver(cfg));
+	mr_ssh_config_prefetch(cfg, dests, ARRAY_SIZE(dests));
+	lookup_ok(cfg, "o1", &h);
+	assert_false(h.from_ssh_g);
+	assert_string_equal(h.hostname, "10.8.0.o1");
+	assert_string_equal(h.user, "old");
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "o2", &h);
+	assert_string_equal(h.hostname, "10.8.0.o2");
+	mr_ssh_host_cfg_release(&h);
+	assert_null(mr_ssh_config_resolver(cfg));
+	assert_true(mr_ssh_config_fell_back(cfg));
+	assert_string_equal(mr_ssh_config_unsupported(cfg), "ForwardX11");
+	mr_ssh_config_free(cfg);
+
+	mr_log_set_stream(stderr);
+	fclose(log);
+	/* one line: the program, why, and what the built-in parser ignores */
+	assert_non_null(strstr(logbuf, "has no -G (OpenSSH older than 6.8)"));
+	assert_non_null(strstr(logbuf, "built-in parser, which ignores: ForwardX11"));
+	assert_null(strchr(logbuf, '\n') ? strchr(strchr(logbuf, '\n') + 1, '\n') : NULL);
+	/* the prefetch asked for both hosts at once; nothing after the fallback */
+	f = fopen(calls, "r");
+	assert_non_null(f);
+	while (fgets(script, sizeof(script), f))
+		ncalls++;
+	fclose(f);
+	assert_int_equal(ncalls, 2);
+
+	setenv("MESHRUN_SSH_RESOLVER", "builtin", 1);
+	setenv("PATH", saved_path, 1);
+	free(saved_path);
+	unlink(calls);
+	unlink(conf);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_include),
 		cmocka_unit_test(test_ssh_g),
 		cmocka_unit_test(test_from_g_gaps),
+		cmocka_unit_test(test_old_openssh_no_g),
 	};
 
 	/* The built-in parser unless a test asks for `ssh -G`. */
