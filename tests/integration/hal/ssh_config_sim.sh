@@ -50,11 +50,12 @@ if ssh -F "$CFG" -o ConnectTimeout=2 "$H3" true 2>/dev/null; then
 fi
 ok "$H3 ($A3) is reachable only through $H1 or $H2"
 
-# The options every config ends with (meshsim's per-host ones, for every alias).
+# The options every config ends with (meshsim's per-host ones, for every alias);
+# a generous ConnectTimeout: each hop of a jump is a login (zsh) on a loaded machine.
 tail_opts() { # [IDENTITYFILE]
 	printf 'Host *\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n' "${1:-$S/id_ed25519}"
 	printf '  UserKnownHostsFile %s/known_hosts\n  StrictHostKeyChecking yes\n' "$S"
-	printf '  BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 5\n'
+	printf '  BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 20\n'
 }
 
 # include: the host blocks live only in an included file (glob)
