@@ -1,6 +1,6 @@
 #!/bin/bash
 # mlx_ring_vs_shim.sh BUILD_DIR [--ranks 4] [--sizes 1M,16M] [--repeats 5]
-#     [--passes 3] [--out DIR] [-- MESHRUN_ARGS...]
+#     [--passes 3] [--out DIR] [--meshsim] [-- MESHRUN_ARGS...]
 # Issue 18's acceptance figure: a real MLX program (mlx-allsum, built with
 # -DMLX_DIR=...) timing all_sum of float32, run by meshrun on the same links
 # two ways, alternating (pass 1 ring first, pass 2 shim first, ...):
@@ -8,14 +8,17 @@
 #   mlx-shim  meshrun --backend mpi --mpi-impl meshrun: MLX's mpi backend on
 #             libmeshrun-mpi (libmeshrun's ring)
 # Ranks are local (-n RANKS, loopback) unless MESHRUN_ARGS name hosts (e.g.
-# `-- --hostfile hosts.json --ssh-config cfg` for a meshsim cluster). Prints
+# `-- --hostfile hosts.json --ssh-config cfg`). --meshsim (root; take
+# /tmp/meshrun-ns.lock): RANKS simulated Macs cabled in a ring (`meshsim up
+# ring:RANKS`), meshconfig's hostfile (--auto-setup), ranks over ssh and the
+# simulated cables, the issue's setting; the cluster is taken down after. Prints
 # per size the median seconds per all_sum (over every round of every pass),
 # busbw (bytes/t * 2(n-1)/n) and the ratio mlx-ring time / mlx-shim time.
 # Not a test.
 set -eu
 build=${1:?usage: mlx_ring_vs_shim.sh BUILD_DIR [--ranks N] [--sizes LIST] [--repeats N] [--passes N] [--out DIR] [-- MESHRUN_ARGS...]}
 shift
-ranks=4 sizes=1M,16M repeats=5 passes=3 out=""
+ranks=4 sizes=1M,16M repeats=5 passes=3 out="" meshsim=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--ranks) ranks=$2; shift ;;
@@ -23,6 +26,7 @@ while [ $# -gt 0 ]; do
 	--repeats) repeats=$2; shift ;;
 	--passes) passes=$2; shift ;;
 	--out) out=$2; shift ;;
+	--meshsim) meshsim=1 ;;
 	--) shift; break ;;
 	*) echo "mlx_ring_vs_shim.sh: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -36,6 +40,20 @@ for p in meshrun mlx-allsum; do
 done
 [ -n "$out" ] || out=$build/bench-out/mlx-ring-vs-shim-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out"
+if [ $meshsim = 1 ]; then
+	[ "$(id -u)" -eq 0 ] || { echo "mlx_ring_vs_shim.sh: --meshsim needs root" >&2; exit 2; }
+	export MESHSIM_STATE_DIR=$out/meshsim
+	cluster=mrv$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+	trap '"$bin/meshsim" down "$cluster" >/dev/null 2>&1' EXIT
+	"$bin/meshsim" up "ring:$ranks" --name "$cluster" >"$out/meshsim-up.log" 2>&1 ||
+		{ cat "$out/meshsim-up.log" >&2; exit 1; }
+	cfg=$MESHSIM_STATE_DIR/$cluster/ssh_config
+	hl=$(seq -s, -f 'h%g' 1 "$ranks")
+	"$bin/meshconfig" --hosts "$hl" --over thunderbolt --backend ring --auto-setup --ssh-config "$cfg" \
+		--output-hostfile "$out/hosts.json" >"$out/meshconfig.log" 2>&1 ||
+		{ cat "$out/meshconfig.log" >&2; exit 1; }
+	hosts=(--hostfile "$out/hosts.json" --ssh-config "$cfg")
+fi
 rows=$out/raw.csv
 : >"$rows"
 run() { # label meshrun-args...
