@@ -171,3 +171,18 @@ int mr_write_file(const char *path, const void *data, size_t len, unsigned mode,
 	}
 	return 0;
 }
+
+ssize_t mr_read_or_close(int *fd, void *buf, size_t n)
+{
+	ssize_t r;
+
+	if (*fd < 0)
+		return 0;
+	r = mr_read_some(*fd, buf, n);
+	if (r > 0)
+		return r;
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -1;
+	mr_close(fd); /* EOF or a real error: the stream is over */
+	return 0;
+}

@@ -20,6 +20,9 @@ int mr_write_full(int fd, const void *buf, size_t n);
 /* One read/write that retries on EINTR only (for non-blocking fds). */
 ssize_t mr_read_some(int fd, void *buf, size_t n);
 ssize_t mr_write_some(int fd, const void *buf, size_t n);
+/* One read from a non-blocking *fd (-1: already closed): > 0 bytes; 0 at EOF or
+ * on a real error, and *fd is then closed and -1; -1 when there is nothing now. */
+ssize_t mr_read_or_close(int *fd, void *buf, size_t n);
 int mr_set_nonblock(int fd, bool on);
 int mr_set_cloexec(int fd);
 /* close() that keeps errno and ignores fd < 0; sets *fd to -1. */

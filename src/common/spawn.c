@@ -9,6 +9,7 @@
 #include "common/strvec.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -220,5 +221,53 @@ out:
 	mr_close(&rep[1]);
 	mr_close(&devnull);
 	free(path);
+	return rc;
+}
+
+int mr_spawn_piped(const struct mr_spawn_opts *opts, bool want_stdin, pid_t *pid, int fds[3],
+		   struct meshrun_err *err)
+{
+	struct mr_spawn_opts so = *opts;
+	const char *what = opts->what ? opts->what : opts->argv[0];
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	int rc = 0;
+
+	fds[0] = fds[1] = fds[2] = -1;
+	if (want_stdin) {
+		if (mr_socketpair(AF_UNIX, SOCK_STREAM, MR_SOCK_CLOEXEC, in) < 0) {
+			rc = mr_err_sys(err, "socketpair for stdin of %s", what);
+			goto out;
+		}
+	} else {
+		if (mr_pipe_cloexec(in) < 0) {
+			rc = mr_err_sys(err, "pipe for stdin of %s", what);
+			goto out;
+		}
+		mr_close(&in[1]); /* EOF at once */
+	}
+	if (mr_pipe_cloexec(out) < 0 || mr_pipe_cloexec(errp) < 0) {
+		rc = mr_err_sys(err, "pipe for %s", what);
+		goto out;
+	}
+	so.fds[0] = in[0];
+	so.fds[1] = out[1];
+	so.fds[2] = errp[1];
+	rc = mr_spawn_child(&so, pid, err);
+	if (rc < 0)
+		goto out;
+	fds[0] = in[1];
+	fds[1] = out[0];
+	fds[2] = errp[0];
+	in[1] = out[0] = errp[0] = -1;
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			(void)mr_set_nonblock(fds[i], true);
+out:
+	mr_close(&in[0]);
+	mr_close(&in[1]);
+	mr_close(&out[0]);
+	mr_close(&out[1]);
+	mr_close(&errp[0]);
+	mr_close(&errp[1]);
 	return rc;
 }

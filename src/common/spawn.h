@@ -42,6 +42,18 @@ struct mr_spawn_opts {
 int mr_spawn_child(const struct mr_spawn_opts *opts, pid_t *pid, struct meshrun_err *err);
 
 /*
+ * mr_spawn_child() with the child's stdio made here (opts->fds are ignored):
+ * stdin a socketpair when want_stdin (write with mr_send_nosig: no SIGPIPE, no
+ * change of signal dispositions) else empty (a pipe without writer: EOF at once,
+ * not depending on /dev/null being intact), stdout and stderr pipes. On success
+ * *pid is the caller's to wait for and fds[0..2] hold the parent's ends, all
+ * non-blocking and close-on-exec (fds[0] is -1 without stdin); the caller
+ * closes them. On failure nothing is left open or running, fds are all -1.
+ */
+int mr_spawn_piped(const struct mr_spawn_opts *opts, bool want_stdin, pid_t *pid, int fds[3],
+		   struct meshrun_err *err);
+
+/*
  * The file execvp() would run for name: name itself when it holds a '/', else
  * the first regular executable file in path's directories (an empty entry is
  * the current directory; NULL path: $PATH, else /usr/local/bin:/usr/bin:/bin).

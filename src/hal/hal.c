@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/port.h"
 #include "common/shquote.h"
+#include "common/timeutil.h"
 #include "hal/hal_impl.h"
 
 #include <signal.h>
@@ -194,6 +195,80 @@ void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
 	p->exited = true;
 	if (!quiet && p->ev.on_exit)
 		p->ev.on_exit(p, hal_rc, status, sig, err, p->ev.ctx);
+}
+
+bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int sig,
+			const struct meshrun_err *err)
+{
+	if (e->done)
+		return false;
+	e->done = true;
+	e->hal_rc = hal_rc;
+	e->status = status;
+	e->sig = sig;
+	if (err)
+		e->err = *err;
+	return true;
+}
+
+void mr_hal_job_end_report(const struct mr_hal_job_end *e, struct mr_hal *hal, struct mr_hal_cmd **cmd,
+			   int64_t start_ms)
+{
+	struct mr_hal_cmd *c = *cmd;
+
+	if (!c)
+		return;
+	c->hal_rc = e->hal_rc;
+	c->status = e->status;
+	c->signal = e->sig;
+	if (e->hal_rc < 0)
+		c->err = e->err;
+	c->elapsed_ms = mr_now_ms() - start_ms;
+	*cmd = NULL;
+	mr_hal_cmd_done(hal, c);
+}
+
+long mr_hal_marker_feed(struct mr_hal_marker *m, const char *data, size_t len, mr_hal_sink_fn out,
+			void *ctx)
+{
+	const size_t mlen = strlen(MR_HAL_PGID_MARKER);
+	const char *pre, *at, *nl, *digits;
+	long pgid = 0;
+
+	if (!m->want) {
+		if (len)
+			out(ctx, data, len);
+		return 0;
+	}
+	mr_buf_append(&m->pre, data, len);
+	pre = mr_buf_cstr(&m->pre);
+	at = memmem(pre, m->pre.len, MR_HAL_PGID_MARKER, mlen);
+	nl = at ? memchr(at, '\n', m->pre.len - (size_t)(at - pre)) : NULL;
+	if (!nl) {
+		if (m->pre.len > MR_HAL_PGID_SCAN_MAX)
+			mr_hal_marker_flush(m, out, ctx);
+		return 0;
+	}
+	for (digits = at + mlen; digits < nl && *digits >= '0' && *digits <= '9'; digits++)
+		if (pgid < 100000000)
+			pgid = pgid * 10 + (*digits - '0');
+	m->want = false;
+	if (at > pre)
+		out(ctx, pre, (size_t)(at - pre));
+	if (m->pre.len > (size_t)(nl + 1 - pre))
+		out(ctx, nl + 1, m->pre.len - (size_t)(nl + 1 - pre));
+	mr_buf_release(&m->pre);
+	return digits == nl && pgid > 1 ? pgid : 0;
+}
+
+void mr_hal_marker_flush(struct mr_hal_marker *m, mr_hal_sink_fn out, void *ctx)
+{
+	if (!m->want)
+		return;
+	m->want = false;
+	if (m->pre.len)
+		out(ctx, mr_buf_cstr(&m->pre), m->pre.len);
+	mr_buf_release(&m->pre);
 }
 
 void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b))

@@ -227,6 +227,41 @@ struct mr_proc_backlog {
  */
 void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b));
 
+/* --- what the remote backends' jobs share (ssh_chan.c, openssh.c) --- */
+
+/* A job's end, recorded once. */
+struct mr_hal_job_end {
+	bool done;                /* the result is known */
+	int hal_rc, status, sig;  /* hal_rc < 0: err says why */
+	struct meshrun_err err;
+};
+/* Record the end unless it is known already; false when it was (nothing changed). */
+bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int sig,
+			const struct meshrun_err *err);
+/* A run job's end goes to its command: *cmd gets it with the time since start_ms,
+ * is reported to hal (mr_hal_cmd_done) and becomes NULL. No-op when *cmd is NULL. */
+void mr_hal_job_end_report(const struct mr_hal_job_end *e, struct mr_hal *hal, struct mr_hal_cmd **cmd,
+			   int64_t start_ms);
+
+/*
+ * A remote command's stdout until the PGID marker line that
+ * mr_hal_spawn_cmdline()'s shell prints first has been found and stripped.
+ * Give up looking after MR_HAL_PGID_SCAN_MAX bytes (a strange login shell): it
+ * is all output then.
+ */
+#define MR_HAL_PGID_SCAN_MAX 65536
+struct mr_hal_marker {
+	bool want;         /* still looking for the line */
+	struct mr_buf pre; /* stdout held back meanwhile */
+};
+typedef void (*mr_hal_sink_fn)(void *ctx, const char *data, size_t len);
+/* Feed stdout: output (all of it, or what surrounds the marker line) goes to
+ * out(ctx, ...) in order; returns the pgid the line names (> 1), else 0. */
+long mr_hal_marker_feed(struct mr_hal_marker *m, const char *data, size_t len, mr_hal_sink_fn out,
+			void *ctx);
+/* stdout ended: what was held back is output after all (no marker came). */
+void mr_hal_marker_flush(struct mr_hal_marker *m, mr_hal_sink_fn out, void *ctx);
+
 /* --- watched fds inside a backend's poll --- */
 
 /* A growable pollfd array for one poll() round. */

@@ -228,7 +228,7 @@ static int start_child(struct local_hal *lh, const char *host, char *const *argv
 	struct mr_spawn_opts so = { 0 };
 	struct mr_strvec envp = MR_STRVEC_INIT;
 	char what[200], cmd[160];
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	int fds[3];
 	pid_t pid;
 	int rc = 0;
 
@@ -246,54 +246,18 @@ static int start_child(struct local_hal *lh, const char *host, char *const *argv
 			goto out;
 		so.envp = envp.v;
 	}
-	if (want_stdin) {
-		if (mr_socketpair(AF_UNIX, SOCK_STREAM, MR_SOCK_CLOEXEC, in) < 0) {
-			rc = mr_err_sys(err, "socketpair for stdin of %s", what);
-			goto out;
-		}
-	} else {
-		/* empty stdin: a pipe without writer reads EOF at once (and does not
-		 * depend on /dev/null being intact, which a broken script can clobber) */
-		if (mr_pipe_cloexec(in) < 0) {
-			rc = mr_err_sys(err, "pipe for stdin of %s", what);
-			goto out;
-		}
-		mr_close(&in[1]);
-	}
-	if (mr_pipe_cloexec(out) < 0 || mr_pipe_cloexec(errp) < 0) {
-		rc = mr_err_sys(err, "pipe for %s", what);
-		goto out;
-	}
-	so.fds[0] = in[0];
-	so.fds[1] = out[1];
-	so.fds[2] = errp[1];
-	rc = mr_spawn_child(&so, &pid, err);
+	rc = mr_spawn_piped(&so, want_stdin, &pid, fds, err);
 	if (rc < 0)
 		goto out;
-
 	c->pid = pid;
 	c->lh = lh;
 	if (wd_start(lh) == 0)
 		wd_group(lh, '+', pid);
 	c->pidfd = open_pidfd(lh, pid);
-	c->in_fd = in[1];
-	in[1] = -1;
-	c->out_fd = out[0];
-	out[0] = -1;
-	c->err_fd = errp[0];
-	errp[0] = -1;
-	if (c->in_fd >= 0)
-		(void)mr_set_nonblock(c->in_fd, true);
-	(void)mr_set_nonblock(c->out_fd, true);
-	(void)mr_set_nonblock(c->err_fd, true);
-
+	c->in_fd = fds[0];
+	c->out_fd = fds[1];
+	c->err_fd = fds[2];
 out:
-	mr_close(&in[0]);
-	mr_close(&in[1]);
-	mr_close(&out[0]);
-	mr_close(&out[1]);
-	mr_close(&errp[0]);
-	mr_close(&errp[1]);
 	mr_strvec_release(&envp);
 	return rc;
 }
@@ -385,22 +349,6 @@ static void kill_and_reap(struct lchild **cs, size_t n)
 	}
 }
 
-/* One read from a non-blocking fd: > 0 bytes, 0 EOF (fd closed), -1 nothing now. */
-static ssize_t read_chunk(int *fd, char *buf, size_t n)
-{
-	ssize_t r;
-
-	if (*fd < 0)
-		return 0;
-	r = mr_read_some(*fd, buf, n);
-	if (r > 0)
-		return r;
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return -1;
-	mr_close(fd); /* EOF or a real error: the stream is over */
-	return 0;
-}
-
 /* Write from data; returns bytes written (0 when the pipe is full). On EPIPE
  * (the child closed its stdin) the fd is closed and *fd is -1. */
 static size_t write_chunk(int *fd, const char *data, size_t len)
@@ -443,13 +391,13 @@ static void run_drain(struct lrun *r)
 	char buf[LOCAL_CHUNK];
 
 	for (int k = 0; k < LOCAL_DRAIN_READS && r->c.out_fd >= 0; k++) {
-		ssize_t n = read_chunk(&r->c.out_fd, buf, sizeof(buf));
+		ssize_t n = mr_read_or_close(&r->c.out_fd, buf, sizeof(buf));
 		if (n <= 0)
 			break;
 		(void)mr_hal_append_capped(&r->cmd->out, buf, (size_t)n);
 	}
 	for (int k = 0; k < LOCAL_DRAIN_READS && r->c.err_fd >= 0; k++) {
-		ssize_t n = read_chunk(&r->c.err_fd, buf, sizeof(buf));
+		ssize_t n = mr_read_or_close(&r->c.err_fd, buf, sizeof(buf));
 		if (n <= 0)
 			break;
 		(void)mr_hal_append_capped(&r->cmd->errout, buf, (size_t)n);
@@ -559,12 +507,12 @@ static bool run_service(struct mr_hal *hal, struct lrun *r, const struct mr_poll
 			mr_close(&r->c.in_fd);
 	}
 	if (r->i_out >= 0 && ps->fds[r->i_out].revents) {
-		ssize_t got = read_chunk(&r->c.out_fd, buf, bufsz);
+		ssize_t got = mr_read_or_close(&r->c.out_fd, buf, bufsz);
 		if (got > 0)
 			(void)mr_hal_append_capped(&cmd->out, buf, (size_t)got);
 	}
 	if (r->i_err >= 0 && ps->fds[r->i_err].revents) {
-		ssize_t got = read_chunk(&r->c.err_fd, buf, bufsz);
+		ssize_t got = mr_read_or_close(&r->c.err_fd, buf, bufsz);
 		if (got > 0)
 			(void)mr_hal_append_capped(&cmd->errout, buf, (size_t)got);
 	}
@@ -701,7 +649,7 @@ static void proc_deliver_read(struct local_proc *lp, int *fd, bool is_err, int r
 	char buf[LOCAL_CHUNK];
 
 	for (int k = 0; k < reads && *fd >= 0; k++) {
-		ssize_t n = read_chunk(fd, buf, sizeof(buf));
+		ssize_t n = mr_read_or_close(fd, buf, sizeof(buf));
 
 		if (n <= 0)
 			break;

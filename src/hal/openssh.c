@@ -62,7 +62,6 @@
 #define OS_DRAIN_MS 2000          /* pipes still open after the client exited */
 #define OS_ERR_MAX 4096           /* master's stderr kept for the message */
 #define OS_EXIT_WAIT_MS 3000      /* ssh -O exit and the masters leaving */
-#define OS_PGID_SCAN_MAX 65536
 #define OS_PENDING_MAX (4u << 20) /* stop reading a proc's stream above this */
 
 /* One ssh process of ours. */
@@ -99,13 +98,11 @@ struct ojob {
 	char *cmdline;
 	bool started;               /* its client was started (or it failed before) */
 	bool ended;                 /* the client is reaped and its pipes drained */
-	bool done;                  /* the result is known */
 	bool finished;              /* nothing more to do: freed once no proc holds it */
 	struct och c;
 	struct mr_buf in;           /* stdin not yet written */
 	bool in_closed;
-	bool want_pgid;
-	struct mr_buf pre;
+	struct mr_hal_marker mark;  /* stdout until the marker */
 	long pgid;
 	bool registered;
 	int pending_sig;
@@ -114,8 +111,7 @@ struct ojob {
 	struct mr_buf pout, perr;   /* proc: output not yet delivered */
 	int64_t start_ms, deadline_ms, kill_at;
 	bool timed_out;
-	int hal_rc, status, sig;
-	struct meshrun_err err;
+	struct mr_hal_job_end end;  /* the result, once known */
 };
 
 struct os_proc {
@@ -270,69 +266,20 @@ static int och_start(struct och *c, char *const *argv, bool want_stdin, const ch
 		     struct meshrun_err *err)
 {
 	struct mr_spawn_opts so = { 0 };
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	int rc = 0;
+	int fds[3];
+	int rc;
 
 	och_init(c);
-	if (want_stdin) {
-		if (mr_socketpair(AF_UNIX, SOCK_STREAM, MR_SOCK_CLOEXEC, in) < 0) {
-			rc = mr_err_sys(err, "socketpair for stdin of %s", what);
-			goto out;
-		}
-	} else {
-		if (mr_pipe_cloexec(in) < 0) {
-			rc = mr_err_sys(err, "pipe for stdin of %s", what);
-			goto out;
-		}
-		mr_close(&in[1]); /* EOF at once */
-	}
-	if (mr_pipe_cloexec(out) < 0 || mr_pipe_cloexec(errp) < 0) {
-		rc = mr_err_sys(err, "pipe for %s", what);
-		goto out;
-	}
 	so.argv = argv;
 	so.what = what;
-	so.fds[0] = in[0];
-	so.fds[1] = out[1];
-	so.fds[2] = errp[1];
 	so.flags = MR_SPAWN_SETPGID;
-	rc = mr_spawn_child(&so, &c->pid, err);
+	rc = mr_spawn_piped(&so, want_stdin, &c->pid, fds, err);
 	if (rc < 0)
-		goto out;
+		return rc;
 	c->pidfd = mr_pidfd_open(c->pid);
-	c->in_fd = in[1];
-	in[1] = -1;
-	c->out_fd = out[0];
-	out[0] = -1;
-	c->err_fd = errp[0];
-	errp[0] = -1;
-	if (c->in_fd >= 0)
-		(void)mr_set_nonblock(c->in_fd, true);
-	(void)mr_set_nonblock(c->out_fd, true);
-	(void)mr_set_nonblock(c->err_fd, true);
-out:
-	mr_close(&in[0]);
-	mr_close(&in[1]);
-	mr_close(&out[0]);
-	mr_close(&out[1]);
-	mr_close(&errp[0]);
-	mr_close(&errp[1]);
-	return rc;
-}
-
-/* One read: > 0 bytes, 0 at EOF (fd closed), -1 nothing now. */
-static ssize_t read_chunk(int *fd, char *buf, size_t n)
-{
-	ssize_t r;
-
-	if (*fd < 0)
-		return 0;
-	r = mr_read_some(*fd, buf, n);
-	if (r > 0)
-		return r;
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return -1;
-	mr_close(fd);
+	c->in_fd = fds[0];
+	c->out_fd = fds[1];
+	c->err_fd = fds[2];
 	return 0;
 }
 
@@ -541,7 +488,7 @@ static void job_free(struct ojob *j)
 	och_kill(&j->c);
 	free(j->cmdline);
 	mr_buf_release(&j->in);
-	mr_buf_release(&j->pre);
+	mr_buf_release(&j->mark.pre);
 	mr_buf_release(&j->pout);
 	mr_buf_release(&j->perr);
 	free(j);
@@ -555,31 +502,14 @@ static void wd_line(struct ohost *h, char op, long pgid)
 
 static void job_result(struct ojob *j, int hal_rc, int status, int sig, const struct meshrun_err *err)
 {
-	if (j->done)
+	if (!mr_hal_job_end_set(&j->end, hal_rc, status, sig, err))
 		return;
-	j->done = true;
 	j->h->oh->changes++;
-	j->hal_rc = hal_rc;
-	j->status = status;
-	j->sig = sig;
-	if (err)
-		j->err = *err;
 	if (j->registered) {
 		wd_line(j->h, '-', j->pgid);
 		j->registered = false;
 	}
-	if (j->cmd) {
-		struct mr_hal_cmd *cmd = j->cmd;
-
-		cmd->hal_rc = hal_rc;
-		cmd->status = status;
-		cmd->signal = sig;
-		if (err && hal_rc < 0)
-			cmd->err = *err;
-		cmd->elapsed_ms = mr_now_ms() - j->start_ms;
-		j->cmd = NULL;
-		mr_hal_cmd_done(&j->h->oh->base, cmd);
-	}
+	mr_hal_job_end_report(&j->end, &j->h->oh->base, &j->cmd, j->start_ms);
 }
 
 static void job_fail(struct ojob *j, const struct meshrun_err *e)
@@ -596,7 +526,7 @@ static void got_pgid(struct ojob *j, long pgid)
 		queue_kill(j->h, pgid, SIGKILL);
 	if (j->kind != J_PROC)
 		return;
-	if (!j->done) {
+	if (!j->end.done) {
 		wd_line(j->h, '+', pgid);
 		j->registered = true;
 	}
@@ -618,36 +548,17 @@ static void sink(struct ojob *j, bool is_err, const char *d, size_t n)
 	}
 }
 
-/* stdout: find and strip the marker line (as ssh_chan.c does). */
+static void sink_out_cb(void *ctx, const char *d, size_t n)
+{
+	sink(ctx, false, d, n);
+}
+
+/* stdout: find and strip the marker line (hal.c's, as ssh_chan.c). */
 static void job_stdout(struct ojob *j, const char *d, size_t n)
 {
-	const char *pre, *m, *nl, *digits;
-	long pgid = 0;
+	long pgid = mr_hal_marker_feed(&j->mark, d, n, sink_out_cb, j);
 
-	if (!j->want_pgid) {
-		sink(j, false, d, n);
-		return;
-	}
-	mr_buf_append(&j->pre, d, n);
-	pre = mr_buf_cstr(&j->pre);
-	m = memmem(pre, j->pre.len, MR_HAL_PGID_MARKER, strlen(MR_HAL_PGID_MARKER));
-	nl = m ? memchr(m, '\n', j->pre.len - (size_t)(m - pre)) : NULL;
-	if (!nl) {
-		if (j->pre.len > OS_PGID_SCAN_MAX) {
-			j->want_pgid = false;
-			sink(j, false, pre, j->pre.len);
-			mr_buf_release(&j->pre);
-		}
-		return;
-	}
-	for (digits = m + strlen(MR_HAL_PGID_MARKER); digits < nl && *digits >= '0' && *digits <= '9'; digits++)
-		if (pgid < 100000000)
-			pgid = pgid * 10 + (*digits - '0');
-	j->want_pgid = false;
-	sink(j, false, pre, (size_t)(m - pre));
-	sink(j, false, nl + 1, j->pre.len - (size_t)(nl + 1 - pre));
-	mr_buf_release(&j->pre);
-	if (digits == nl && pgid > 1)
+	if (pgid > 1)
 		got_pgid(j, pgid);
 }
 
@@ -704,12 +615,8 @@ static void job_end(struct ojob *j)
 
 	mr_debug("openssh: '%s': client ended: wait status 0x%x, pgid %ld", j->h->name, (unsigned)st, j->pgid);
 	och_close(&j->c);
-	if (j->want_pgid) { /* no marker came: it is all output */
-		j->want_pgid = false;
-		sink(j, false, mr_buf_cstr(&j->pre), j->pre.len);
-		mr_buf_release(&j->pre);
-	}
-	if (j->done)
+	mr_hal_marker_flush(&j->mark, sink_out_cb, j); /* no marker came: all output */
+	if (j->end.done)
 		return;
 	if (j->timed_out) {
 		mr_err_set(&e, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms", j->h->name,
@@ -741,7 +648,7 @@ static bool host_has_work(const struct os_hal *oh, const struct ohost *h)
 	if (h->wanted)
 		return true;
 	for (const struct ojob *j = oh->jobs; j; j = j->next)
-		if (j->h == h && !j->started && !j->done)
+		if (j->h == h && !j->started && !j->end.done)
 			return true;
 	return false;
 }
@@ -769,7 +676,7 @@ static void step(struct os_hal *oh)
 			char buf[OS_CHUNK];
 			ssize_t n;
 
-			while ((n = read_chunk(&h->m.err_fd, buf, sizeof(buf))) > 0)
+			while ((n = mr_read_or_close(&h->m.err_fd, buf, sizeof(buf))) > 0)
 				mr_hal_append_capped(&h->merr, buf, (size_t)n);
 			och_close(&h->m);
 			host_fail_from_stderr(h, "the client exited before the session opened");
@@ -797,7 +704,7 @@ static void step(struct os_hal *oh)
 				continue;
 			}
 		}
-		if (j->kind == J_RUN && !j->done && !j->timed_out && j->deadline_ms && now >= j->deadline_ms) {
+		if (j->kind == J_RUN && !j->end.done && !j->timed_out && j->deadline_ms && now >= j->deadline_ms) {
 			j->timed_out = true;
 			j->kill_at = now + MR_HAL_KILL_GRACE_MS;
 			if (j->pgid)
@@ -842,7 +749,7 @@ static int64_t next_timer(const struct os_hal *oh)
 	for (const struct ojob *j = oh->jobs; j; j = j->next) {
 		if (j->finished || j->ended)
 			continue;
-		if (j->kind == J_RUN && !j->done && !j->timed_out && j->deadline_ms)
+		if (j->kind == J_RUN && !j->end.done && !j->timed_out && j->deadline_ms)
 			LOWER(j->deadline_ms);
 		if (j->timed_out && j->c.pid > 0)
 			LOWER(j->kill_at);
@@ -896,9 +803,9 @@ static void service(struct os_hal *oh)
 		if (h->m.pid <= 0)
 			continue;
 		write_some(&h->m.in_fd, &h->wdq);
-		while ((n = read_chunk(&h->m.err_fd, buf, sizeof(buf))) > 0)
+		while ((n = mr_read_or_close(&h->m.err_fd, buf, sizeof(buf))) > 0)
 			mr_hal_append_capped(&h->merr, buf, (size_t)n);
-		while ((n = read_chunk(&h->m.out_fd, buf, sizeof(buf))) > 0) {
+		while ((n = mr_read_or_close(&h->m.out_fd, buf, sizeof(buf))) > 0) {
 			if (h->st != H_STARTING)
 				continue; /* the watchdog says nothing else */
 			mr_hal_append_capped(&h->mout, buf, (size_t)n);
@@ -919,10 +826,10 @@ static void service(struct os_hal *oh)
 				mr_close(&j->c.in_fd);
 		}
 		for (int k = 0; k < 16 && !job_throttled(j, false) &&
-				(n = read_chunk(&j->c.out_fd, buf, sizeof(buf))) > 0; k++)
+				(n = mr_read_or_close(&j->c.out_fd, buf, sizeof(buf))) > 0; k++)
 			job_stdout(j, buf, (size_t)n);
 		for (int k = 0; k < 16 && !job_throttled(j, true) &&
-				(n = read_chunk(&j->c.err_fd, buf, sizeof(buf))) > 0; k++)
+				(n = mr_read_or_close(&j->c.err_fd, buf, sizeof(buf))) > 0; k++)
 			sink(j, true, buf, (size_t)n);
 	}
 }
@@ -1025,11 +932,11 @@ static int os_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct 
 			continue;
 		}
 		j->cmd = cmd;
-		j->want_pgid = true;
+		j->mark.want = true;
 		j->deadline_ms = j->start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
 		if (cmd->stdin_len && mr_buf_append(&j->in, cmd->stdin_data, cmd->stdin_len) < 0) {
 			j->cmd = NULL;
-			j->started = j->done = j->finished = true;
+			j->started = j->end.done = j->finished = true;
 			cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_NOMEM, "'%s': out of memory", host);
 			mr_hal_cmd_done(hal, cmd);
 			continue;
@@ -1145,7 +1052,7 @@ static int os_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pro
 		free(p);
 		return mr_err_set(err, MESHRUN_E_NOMEM, "spawn on '%s': out of memory", host);
 	}
-	j->want_pgid = true;
+	j->mark.want = true;
 	j->proc = p;
 	p->job = j;
 	*out = &p->base;
@@ -1156,7 +1063,7 @@ static int os_proc_write(struct mr_proc *p, const void *data, size_t len, struct
 {
 	struct ojob *j = to_os_proc(p)->job;
 
-	if (j->done || j->ended || (j->started && j->c.in_fd < 0))
+	if (j->end.done || j->ended || (j->started && j->c.in_fd < 0))
 		return 0; /* it is gone, or closed its stdin; its exit is on the way */
 	if (mr_buf_append(&j->in, data, len) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "write to '%s' on '%s': out of memory", p->cmdline, p->host);
@@ -1182,10 +1089,10 @@ static int os_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 	if (!mr_ssh_sig_name(sig))
 		return mr_err_set(err, MESHRUN_E_INVAL, "signal %d for '%s' on '%s': cannot name it to a remote host",
 				  sig, p->cmdline, p->host);
-	if (j->done)
+	if (j->end.done)
 		return 0;
 	if (!j->pgid) {
-		if (j->ended && !j->want_pgid)
+		if (j->ended && !j->mark.want)
 			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
 					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
 					  p->cmdline, p->host);
@@ -1202,14 +1109,14 @@ static bool proc_ready(const struct os_proc *p)
 {
 	const struct ojob *j = p->job;
 
-	return j->pout.len || j->perr.len || j->done;
+	return j->pout.len || j->perr.len || j->end.done;
 }
 
 static void backlog(struct mr_proc *p, struct mr_proc_backlog *b)
 {
 	struct ojob *j = to_os_proc(p)->job;
 
-	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->done, j->hal_rc, j->status, j->sig, &j->err };
+	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->end.done, j->end.hal_rc, j->end.status, j->end.sig, &j->end.err };
 }
 
 static void deliver(struct os_hal *oh)
@@ -1275,7 +1182,7 @@ static void kill_jobs(struct os_hal *oh, struct ojob **js, size_t n)
 		for (size_t i = 0; i < n; i++) {
 			struct ojob *j = js[i];
 
-			if (j->done || !j->started)
+			if (j->end.done || !j->started)
 				continue;
 			any = true;
 			if (j->pgid)
@@ -1286,13 +1193,13 @@ static void kill_jobs(struct os_hal *oh, struct ojob **js, size_t n)
 		while (any && mr_ms_left(end) > 0) {
 			any = false;
 			for (size_t i = 0; i < n; i++)
-				any |= js[i]->started && !js[i]->done;
+				any |= js[i]->started && !js[i]->end.done;
 			if (any && pump(oh, mr_ms_left(end), false) < 0)
 				break;
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!js[i]->done) {
+		if (!js[i]->end.done) {
 			struct meshrun_err e = MESHRUN_ERR_INIT;
 
 			mr_err_set(&e, MESHRUN_E_CANCELED, "'%s': stopped", js[i]->h->name);
@@ -1321,7 +1228,7 @@ static void os_proc_release(struct mr_proc *mp)
 	struct os_hal *oh = to_os_hal(mp->hal);
 	struct ojob *j = p->job;
 
-	if (!j->done)
+	if (!j->end.done)
 		kill_jobs(oh, &j, 1);
 	proc_forget(p);
 	reap_jobs(oh);

@@ -89,7 +89,7 @@ static int64_t next_deadline(const struct ssh_hal *sh)
 		if (c->state >= C_TCP && c->state <= C_AUTH && (d < 0 || c->deadline_ms < d))
 			d = c->deadline_ms;
 		for (const struct job *j = c->head; j; j = j->next)
-			if (j->kind == J_RUN && !j->done && j->deadline_ms &&
+			if (j->kind == J_RUN && !j->end.done && j->deadline_ms &&
 			    (d < 0 || j->deadline_ms < d))
 				d = j->deadline_ms;
 	}
@@ -304,7 +304,7 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 		}
 		j->cmd = cmd;
 		j->run_hal = hal;
-		j->want_pgid = true;
+		j->mark.want = true;
 		j->deadline_ms = j->start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
 		if (cmd->stdin_len && mr_buf_append(&j->in, cmd->stdin_data, cmd->stdin_len) < 0) {
 			mr_ssh_job_free(j);
@@ -401,7 +401,7 @@ static int ssh_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pr
 	if (mr_proc_init(&p->base, hal, sp) < 0)
 		goto nomem;
 	mr_buf_release(&line);
-	j->want_pgid = true;
+	j->mark.want = true;
 	j->proc = p;
 	p->job = j;
 	mr_ssh_conn_prepare(c);
@@ -421,7 +421,7 @@ static int ssh_proc_write(struct mr_proc *p, const void *data, size_t len, struc
 {
 	struct job *j = to_ssh_proc(p)->job;
 
-	if (j->done || !j->conn)
+	if (j->end.done || !j->conn)
 		return 0; /* it is gone; its exit is on the way */
 	if (mr_buf_append(&j->in, data, len) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "write to '%s' on '%s': out of memory",
@@ -445,10 +445,10 @@ static int ssh_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 	if (!mr_ssh_sig_name(sig))
 		return mr_err_set(err, MESHRUN_E_INVAL, "signal %d for '%s' on '%s': cannot name it to a remote host",
 				  sig, p->cmdline, p->host);
-	if (j->done || !j->conn)
+	if (j->end.done || !j->conn)
 		return 0;
 	if (!j->pgid) {
-		if (j->st >= S_IO && !j->want_pgid)
+		if (j->st >= S_IO && !j->mark.want)
 			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
 					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
 					  p->cmdline, p->host);
@@ -468,7 +468,7 @@ static bool any_proc_pending(struct ssh_hal *sh)
 
 		if (p->exited || p->release_pending)
 			continue;
-		if (j->pout.len || j->perr.len || j->done)
+		if (j->pout.len || j->perr.len || j->end.done)
 			return true;
 	}
 	return false;
@@ -488,7 +488,7 @@ static void backlog(struct mr_proc *p, struct mr_proc_backlog *b)
 {
 	struct job *j = to_ssh_proc(p)->job;
 
-	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->done, j->hal_rc, j->status, j->sig, &j->err };
+	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->end.done, j->end.hal_rc, j->end.status, j->end.sig, &j->end.err };
 }
 
 static void deliver(struct ssh_hal *sh)
@@ -527,7 +527,7 @@ static int ssh_poll_prepare(struct mr_hal *hal, struct mr_pollset *ps, int *time
 static bool job_is_done(struct ssh_hal *sh, void *arg)
 {
 	(void)sh;
-	return ((struct job *)arg)->done;
+	return ((struct job *)arg)->end.done;
 }
 
 /* Signal a proc's process group; before its pgid is known, once it is. */
@@ -544,11 +544,11 @@ static void kill_and_wait(struct ssh_hal *sh, struct job *j)
 {
 	static const int sigs[] = { SIGTERM, SIGKILL };
 
-	for (size_t k = 0; k < ARRAY_SIZE(sigs) && !j->done && j->conn; k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(sigs) && !j->end.done && j->conn; k++) {
 		int64_t end = mr_now_ms() + MR_HAL_KILL_GRACE_MS;
 
 		job_kill(j, sigs[k]);
-		while (!j->done && j->conn && mr_now_ms() < end)
+		while (!j->end.done && j->conn && mr_now_ms() < end)
 			if (pump(sh, mr_ms_left(end), false, job_is_done, j) < 0)
 				break;
 	}
@@ -574,7 +574,7 @@ static void ssh_proc_release(struct mr_proc *mp)
 	struct ssh_proc *p = to_ssh_proc(mp);
 	struct ssh_hal *sh = to_ssh_hal(mp->hal);
 
-	if (!p->job->done)
+	if (!p->job->end.done)
 		kill_and_wait(sh, p->job);
 	proc_forget(p);
 }
@@ -585,7 +585,7 @@ static bool procs_done(struct ssh_hal *sh, void *arg)
 	for (struct mr_proc *p = sh->base.procs; p; p = p->next) {
 		struct job *j = to_ssh_proc(p)->job;
 
-		if (!j->done && j->conn)
+		if (!j->end.done && j->conn)
 			return false;
 	}
 	return true;
@@ -603,7 +603,7 @@ static void ssh_free(struct mr_hal *hal)
 		for (struct mr_proc *p = hal->procs; p; p = p->next) {
 			struct job *j = to_ssh_proc(p)->job;
 
-			if (j->done || !j->conn)
+			if (j->end.done || !j->conn)
 				continue;
 			job_kill(j, sigs[k]);
 		}

@@ -68,7 +68,7 @@ void mr_ssh_job_free(struct job *j)
 		mr_ssh_tunnel_gone(j);
 	free(j->cmdline);
 	mr_buf_release(&j->in);
-	mr_buf_release(&j->pre);
+	mr_buf_release(&j->mark.pre);
 	mr_buf_release(&j->pout);
 	mr_buf_release(&j->perr);
 	free(j);
@@ -155,30 +155,13 @@ static int watchdog_line(struct conn *c, char op, long pgid)
 /* Record the result once (run: into its command; proc: kept for delivery). */
 static void job_result(struct job *j, int hal_rc, int status, int sig, const struct meshrun_err *err)
 {
-	if (j->done)
+	if (!mr_hal_job_end_set(&j->end, hal_rc, status, sig, err))
 		return;
-	j->done = true;
-	j->hal_rc = hal_rc;
-	j->status = status;
-	j->sig = sig;
-	if (err)
-		j->err = *err;
 	if (j->registered && j->conn) {
 		watchdog_line(j->conn, '-', j->pgid);
 		j->registered = false;
 	}
-	if (j->cmd) {
-		struct mr_hal_cmd *cmd = j->cmd;
-
-		cmd->hal_rc = hal_rc;
-		cmd->status = status;
-		cmd->signal = sig;
-		if (err && hal_rc < 0)
-			cmd->err = *err;
-		cmd->elapsed_ms = mr_now_ms() - j->start_ms;
-		j->cmd = NULL;
-		mr_hal_cmd_done(j->run_hal, cmd);
-	}
+	mr_hal_job_end_report(&j->end, j->run_hal, &j->cmd, j->start_ms);
 }
 
 void mr_ssh_job_fail(struct job *j, int code, const char *fmt, ...)
@@ -230,7 +213,7 @@ static void got_pgid(struct job *j, long pgid)
 	struct conn *c = j->conn;
 
 	j->pgid = pgid;
-	if (j->kind == J_RUN && j->done && c) /* timed out before we knew whom to kill */
+	if (j->kind == J_RUN && j->end.done && c) /* timed out before we knew whom to kill */
 		mr_ssh_queue_kill(c, pgid, SIGKILL);
 	if (j->kind != J_PROC || !c)
 		return;
@@ -242,36 +225,17 @@ static void got_pgid(struct job *j, long pgid)
 	}
 }
 
+static void sink_out_cb(void *ctx, const char *d, size_t n)
+{
+	sink_out(ctx, d, n);
+}
+
 /* stdout of a command: find and strip the marker line, pass the rest on. */
 static void job_stdout(struct job *j, const char *d, size_t n)
 {
-	const char *pre, *m, *nl, *digits;
-	long pgid = 0;
+	long pgid = mr_hal_marker_feed(&j->mark, d, n, sink_out_cb, j);
 
-	if (!j->want_pgid) {
-		sink_out(j, d, n);
-		return;
-	}
-	mr_buf_append(&j->pre, d, n);
-	pre = mr_buf_cstr(&j->pre);
-	m = memmem(pre, j->pre.len, PGID_MARKER, strlen(PGID_MARKER));
-	nl = m ? memchr(m, '\n', j->pre.len - (size_t)(m - pre)) : NULL;
-	if (!nl) {
-		if (j->pre.len > PGID_SCAN_MAX) { /* no marker: a strange login shell */
-			j->want_pgid = false;
-			sink_out(j, pre, j->pre.len);
-			mr_buf_release(&j->pre);
-		}
-		return;
-	}
-	for (digits = m + strlen(PGID_MARKER); digits < nl && *digits >= '0' && *digits <= '9'; digits++)
-		if (pgid < 100000000)
-			pgid = pgid * 10 + (*digits - '0');
-	j->want_pgid = false;
-	sink_out(j, pre, (size_t)(m - pre));
-	sink_out(j, nl + 1, j->pre.len - (size_t)(nl + 1 - pre));
-	mr_buf_release(&j->pre);
-	if (digits == nl && pgid > 1)
+	if (pgid > 1)
 		got_pgid(j, pgid);
 }
 
@@ -283,7 +247,7 @@ void mr_ssh_conn_fail(struct conn *c)
 	for (struct job *j = c->head, *next; j; j = next) {
 		next = j->next;
 		j->ch = NULL;
-		if (!j->done) {
+		if (!j->end.done) {
 			if (was_ready && j->st > S_OPEN)
 				mr_ssh_job_fail(j, MESHRUN_E_NOEXIT, "%s: no exit status received", c->err.msg);
 			else
@@ -470,11 +434,7 @@ static bool job_io(struct job *j, bool *gone)
 		}
 	}
 	if (libssh2_channel_eof(j->ch)) {
-		if (j->want_pgid) { /* no marker came: it is all output */
-			j->want_pgid = false;
-			sink_out(j, mr_buf_cstr(&j->pre), j->pre.len);
-			mr_buf_release(&j->pre);
-		}
+		mr_hal_marker_flush(&j->mark, sink_out_cb, j); /* no marker came: all output */
 		j->st = S_CLOSE;
 		progress = true;
 	}
@@ -533,7 +493,7 @@ bool mr_ssh_job_step(struct job *j)
 
 	if (c->owner && c->owner != j)
 		return false;
-	if (j->kind == J_RUN && !j->done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
+	if (j->kind == J_RUN && !j->end.done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
 		mr_ssh_job_fail(j, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms",
 			 c->cfg.dest, j->deadline_ms - j->start_ms);
 		if (j->st == S_WAIT || j->st == S_OPEN) {

@@ -1225,10 +1225,10 @@ struct g_run {
 /* Start `ssh -G [-F FILE] DEST` for e (a failure goes into e->err). */
 static void g_start(struct mr_ssh_config *cfg, struct g_run *r)
 {
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	char *argv[6];
 	size_t a = 0;
 	struct mr_spawn_opts so;
+	int fds[3];
 
 	r->pid = -1;
 	r->fd[0] = r->fd[1] = -1;
@@ -1240,32 +1240,17 @@ static void g_start(struct mr_ssh_config *cfg, struct g_run *r)
 	}
 	argv[a++] = r->e->dest; /* validated by mr_ssh_dest_split: no leading '-' */
 	argv[a] = NULL;
-	if (mr_pipe_cloexec(po) < 0 || mr_pipe_cloexec(pe) < 0) {
-		mr_err_sys(&r->e->err, "ssh -G for '%s': pipe", r->e->dest);
-		goto fail;
-	}
 	memset(&so, 0, sizeof(so));
 	so.file = cfg->ssh_bin;
 	so.argv = argv;
 	so.what = "ssh -G";
-	so.fds[0] = -1;
-	so.fds[1] = po[1];
-	so.fds[2] = pe[1];
-	if (mr_spawn_child(&so, &r->pid, &r->e->err) < 0) {
+	if (mr_spawn_piped(&so, false, &r->pid, fds, &r->e->err) < 0) {
 		r->pid = -1;
-		goto fail;
+		r->e->done = true;
+		return;
 	}
-	close(po[1]);
-	close(pe[1]);
-	r->fd[0] = po[0];
-	r->fd[1] = pe[0];
-	return;
-fail:
-	for (int i = 0; i < 2; i++) {
-		mr_close(&po[i]);
-		mr_close(&pe[i]);
-	}
-	r->e->done = true;
+	r->fd[0] = fds[1];
+	r->fd[1] = fds[2];
 }
 
 /* Collect every started run's output and exit (they run at the same time). */

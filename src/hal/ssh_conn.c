@@ -108,8 +108,8 @@ void mr_ssh_tunnel_gone(struct job *j)
 
 	mr_close(&j->tun_fd);
 	if (t) {
-		if (j->err.code && !t->via_err.code)
-			t->via_err = j->err;
+		if (j->end.err.code && !t->via_err.code)
+			t->via_err = j->end.err;
 		t->tunnel = NULL;
 		j->tun_for = NULL;
 	}

@@ -35,7 +35,6 @@
 #include <netinet/in.h>
 
 #define PGID_MARKER MR_HAL_PGID_MARKER
-#define PGID_SCAN_MAX 65536          /* give up looking for the marker after this */
 #define PROC_PENDING_MAX (4u << 20)  /* stop reading a proc's stream above this */
 #define CHAN_CAP_START 64            /* until sshd's MaxSessions refuses one */
 #define READ_CHUNK 32768
@@ -62,15 +61,11 @@ struct job {
 	struct mr_buf in;             /* stdin not yet written */
 	size_t write_len;             /* length of the write that returned EAGAIN */
 	bool in_closed, eof_sent;
-	bool want_pgid;
-	struct mr_buf pre;            /* stdout until the marker was seen */
+	struct mr_hal_marker mark;    /* stdout until the marker was seen */
 	long pgid;                    /* 0 until known */
 	bool registered;              /* pgid told to the watchdog */
 	int pending_sig;              /* proc: signal to send once pgid is known */
-	/* results */
-	bool done;
-	int hal_rc, status, sig;
-	struct meshrun_err err;
+	struct mr_hal_job_end end;    /* the result */
 	int64_t start_ms, deadline_ms; /* deadline 0: none */
 	struct mr_hal_cmd *cmd;       /* run: where results go (NULL once delivered) */
 	struct mr_hal *run_hal;       /* run: told when the result is there (mr_hal_cmd_done) */

@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -136,12 +138,81 @@ static void test_fds_groups_env(void **state)
 	assert_string_equal(out, "hello/\n");
 }
 
+/* Read fd (non-blocking) until EOF into buf. */
+static void read_all(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		assert_true(poll(&p, 1, 5000) > 0);
+		r = read(fd, buf + got, n - 1 - got);
+		if (r == 0)
+			break;
+		if (r < 0 && errno == EAGAIN)
+			continue;
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+}
+
+/* mr_spawn_piped: the parent's ends come back non-blocking and close-on-exec;
+ * stdin a socketpair, or empty (EOF at once, no fd) */
+static void test_piped(void **state)
+{
+	char *argv[] = { "sh", "-c", "cat; echo err >&2", NULL };
+	struct mr_spawn_opts so = { 0 };
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	char out[64], errout[64];
+	int fds[3], st = 0;
+	pid_t pid;
+
+	(void)state;
+	so.argv = argv;
+	assert_int_equal(mr_spawn_piped(&so, true, &pid, fds, &err), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_true(fds[i] > 2);
+		assert_true(fcntl(fds[i], F_GETFL) & O_NONBLOCK);
+		assert_true(fcntl(fds[i], F_GETFD) & FD_CLOEXEC);
+	}
+	assert_int_equal(write(fds[0], "hi\n", 3), 3);
+	close(fds[0]);
+	read_all(fds[1], out, sizeof(out));
+	read_all(fds[2], errout, sizeof(errout));
+	assert_string_equal(out, "hi\n");
+	assert_string_equal(errout, "err\n");
+	close(fds[1]);
+	close(fds[2]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	assert_int_equal(mr_spawn_piped(&so, false, &pid, fds, &err), 0);
+	assert_int_equal(fds[0], -1);
+	read_all(fds[1], out, sizeof(out));
+	assert_string_equal(out, ""); /* cat saw EOF at once */
+	read_all(fds[2], errout, sizeof(errout));
+	close(fds[1]);
+	close(fds[2]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+
+	/* a program that is not there: an error naming it, nothing left open */
+	argv[0] = "mr-no-such-program";
+	assert_int_equal(mr_spawn_piped(&so, true, &pid, fds, &err), MESHRUN_E_EXEC);
+	assert_int_equal(fds[0], -1);
+	assert_int_equal(fds[1], -1);
+	assert_non_null(strstr(err.msg, "mr-no-such-program"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_which),
 		cmocka_unit_test(test_exec_errors),
 		cmocka_unit_test(test_fds_groups_env),
+		cmocka_unit_test(test_piped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
