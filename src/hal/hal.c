@@ -197,6 +197,24 @@ void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
 		p->ev.on_exit(p, hal_rc, status, sig, err, p->ev.ctx);
 }
 
+int mr_hal_check_env(const char *host, char *const *env, struct meshrun_err *err)
+{
+	for (size_t i = 0; env && env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+		char name[256];
+
+		if (!eq || (size_t)(eq - env[i]) >= sizeof(name))
+			return mr_err_set(err, MESHRUN_E_INVAL, "spawn on '%s': environment entry '%s' is not NAME=VALUE",
+					  host, env[i]);
+		memcpy(name, env[i], (size_t)(eq - env[i]));
+		name[eq - env[i]] = '\0';
+		if (!mr_is_env_name(name))
+			return mr_err_set(err, MESHRUN_E_INVAL, "spawn on '%s': invalid environment variable name '%s'",
+					  host, name);
+	}
+	return 0;
+}
+
 bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int sig,
 			const struct meshrun_err *err)
 {

@@ -229,6 +229,10 @@ void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, 
 
 /* --- what the remote backends' jobs share (ssh_chan.c, openssh.c) --- */
 
+/* A remote spawn's env: every entry NAME=VALUE with a valid NAME, else
+ * MESHRUN_E_INVAL naming the host and the entry (a remote shell would take it). */
+int mr_hal_check_env(const char *host, char *const *env, struct meshrun_err *err);
+
 /* A job's end, recorded once. */
 struct mr_hal_job_end {
 	bool done;                /* the result is known */

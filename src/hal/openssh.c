@@ -1006,24 +1006,6 @@ static int os_connect(struct mr_hal *hal, const char *const *hosts, size_t n, st
 	return failed;
 }
 
-static int check_env(const char *host, char *const *env, struct meshrun_err *err)
-{
-	for (size_t i = 0; env && env[i]; i++) {
-		const char *eq = strchr(env[i], '=');
-		char name[256];
-
-		if (!eq || (size_t)(eq - env[i]) >= sizeof(name))
-			return mr_err_set(err, MESHRUN_E_INVAL, "spawn on '%s': environment entry '%s' is not NAME=VALUE",
-					  host, env[i]);
-		memcpy(name, env[i], (size_t)(eq - env[i]));
-		name[eq - env[i]] = '\0';
-		if (!mr_is_env_name(name))
-			return mr_err_set(err, MESHRUN_E_INVAL, "spawn on '%s': invalid environment variable name '%s'",
-					  host, name);
-	}
-	return 0;
-}
-
 static int os_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,
 		    struct meshrun_err *err)
 {
@@ -1035,7 +1017,7 @@ static int os_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pro
 	struct ojob *j;
 	int rc;
 
-	if ((rc = check_env(host, sp->env, err)) < 0 || (rc = host_get(oh, host, &h, err)) < 0)
+	if ((rc = mr_hal_check_env(host, sp->env, err)) < 0 || (rc = host_get(oh, host, &h, err)) < 0)
 		return rc;
 	p = calloc(1, sizeof(*p));
 	if (!p || mr_hal_spawn_cmdline(&line, sp->argv, sp->env, sp->cwd) < 0 || mr_proc_init(&p->base, hal, sp) < 0) {

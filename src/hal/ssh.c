@@ -202,24 +202,6 @@ static int pump(struct ssh_hal *sh, int timeout_ms, bool watch, bool (*stop)(str
 	return 0;
 }
 
-static int check_env(const char *host, char *const *env, struct meshrun_err *err)
-{
-	for (size_t i = 0; env && env[i]; i++) {
-		const char *eq = strchr(env[i], '=');
-		char name[256];
-
-		if (!eq || (size_t)(eq - env[i]) >= sizeof(name))
-			return mr_err_set(err, MESHRUN_E_INVAL, "spawn on '%s': environment entry '%s' is not NAME=VALUE",
-					  host, env[i]);
-		memcpy(name, env[i], (size_t)(eq - env[i]));
-		name[eq - env[i]] = '\0';
-		if (!mr_is_env_name(name))
-			return mr_err_set(err, MESHRUN_E_INVAL, "spawn on '%s': invalid environment variable name '%s'",
-					  host, name);
-	}
-	return 0;
-}
-
 /*
  * Ensure the host's watchdog exists (first spawn or remove_at_exit there);
  * tmp_name goes into its command line (see ssh_remove_at_exit). At the head of
@@ -388,7 +370,7 @@ static int ssh_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pr
 	struct job *j = NULL;
 	int rc;
 
-	rc = check_env(host, sp->env, err);
+	rc = mr_hal_check_env(host, sp->env, err);
 	if (rc < 0)
 		return rc;
 	rc = mr_ssh_conn_get(sh, host, &c, err);
