@@ -24,91 +24,18 @@
 # session directory.
 #
 # ASAN_OPTIONS=detect_leaks=0 for the ranks: see mpi_run.sh.
-set -u
 MESHSIM=$1 MESHCONFIG=$2 MESHRUN=$3 PROG=$4
-NAME=msm1$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n') # one per run
-FAILS=0
-
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "meshsim needs root (network namespaces, sshd)"
+. "$(dirname "$0")/meshsim_lib.sh" msm1
 command -v mpirun >/dev/null || skip "mpirun not installed (openmpi-bin)"
 command -v orted >/dev/null || skip "orted not installed (openmpi-bin)"
 command -v ssh >/dev/null || skip "the OpenSSH client is not installed (mpirun starts orted with it)"
-[ -x /usr/sbin/sshd ] || skip "sshd is not installed (openssh-server)"
-ip netns add msmprobe$$ 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del msmprobe$$
 for p in "$MESHSIM" "$MESHCONFIG" "$MESHRUN" "$PROG"; do
 	[ -x "$p" ] || { echo "FAIL - $p is not built"; exit 1; }
 done
 
-TMP=$(mktemp -d /tmp/msm-mpi.XXXXXX)
-export MESHSIM_STATE_DIR=$TMP/state
-HOSTS=h1,h2,h3,h4
-UP=0
-
-# every process in the cluster's namespaces but its sshd listeners
-strays() {
-	local h p
-	for h in ${HOSTS//,/ }; do
-		for p in $(ip netns pids "$NAME-$h" 2>/dev/null); do
-			case $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) in
-			*"sshd "*"$MESHSIM_STATE_DIR/$NAME/"*) ;;
-			"") ;; # exited meanwhile
-			*) echo "$h $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" ;;
-			esac
-		done
-	done
-}
-nothing_left() {
-	if ip netns list | grep -q "^$NAME-"; then echo "  left: namespace $(ip netns list | grep "^$NAME-" | head -1)"; return 1; fi
-	if ip -o link show | grep -q ": $NAME-"; then echo "  left: link $(ip -o link show | grep ": $NAME-" | head -1)"; return 1; fi
-	if pgrep -f "$MESHSIM_STATE_DIR/" >/dev/null; then echo "  left: process $(pgrep -af "$MESHSIM_STATE_DIR/" | head -1)"; return 1; fi
-	if pgrep -f "^$PROG( |\$)" >/dev/null; then echo "  left: rank $(pgrep -af "^$PROG( |\$)" | head -1)"; return 1; fi
-	[ ! -e "$MESHSIM_STATE_DIR/$NAME" ] || { echo "  left: state dir"; return 1; }
-}
-cleanup() {
-	local rc=$? l
-	# shellcheck disable=SC2317 # called by the EXIT trap
-	if [ "$UP" -eq 1 ]; then
-		strays | while read -r _ p _; do kill -9 "$p" 2>/dev/null; done
-		"$MESHSIM" down "$NAME" >/dev/null 2>&1
-		nothing_left || rc=1
-	fi
-	for l in $(pgrep -f "^$PROG( |\$)"); do kill -9 "$l" 2>/dev/null; done
-	rm -rf "$TMP"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-ok() { echo "ok - $*"; }
-fail() { echo "FAIL - $*"; FAILS=$((FAILS + 1)); }
-show() { sed 's/^/    | /' "$@" | head -80; }
-finish() {
-	[ "$FAILS" -eq 0 ] || { echo "$FAILS check(s) failed"; exit 1; }
-	echo "all checks passed"
-	exit 0
-}
-
-UP=1
-if ! "$MESHSIM" up mesh:4 --name "$NAME" >"$TMP/up.log" 2>&1; then
-	fail "meshsim up mesh:4 --name $NAME"; show "$TMP/up.log"; finish
-fi
-ok "meshsim up mesh:4 --name $NAME"
-CFG=$MESHSIM_STATE_DIR/$NAME/ssh_config
+msl_up mesh:4 6
 NET=$(ip -o -4 route show dev "$NAME-br" | awk '{ print $1; exit }')
 [ -n "$NET" ] || { fail "no management subnet on $NAME-br"; finish; }
-
-if "$MESHCONFIG" --hosts "$HOSTS" --over thunderbolt --backend ring --auto-setup --ssh-config "$CFG" \
-	--output-hostfile "$TMP/hosts.json" >"$TMP/config.log" 2>&1; then
-	ok "meshconfig --auto-setup: every cable has its /30"
-else
-	fail "meshconfig --auto-setup"; show "$TMP/config.log"; finish
-fi
-
-# the cables "hostA ifA hostB ifB"
-"$MESHSIM" status "$NAME" | sed -nE 's/^  ([^: ]+):([^ ]+) <-> ([^: ]+):([^ ]+).*$/\1 \2 \3 \4/p' >"$TMP/cables"
-[ "$(wc -l <"$TMP/cables")" -eq 6 ] || { fail "mesh:4 has 6 cables, meshsim status lists $(wc -l <"$TMP/cables")"; finish; }
 
 # Open MPI 4.1's TCP BTL pairs every local interface with some address of the
 # peer, "PRIVATE DIFFERENT NETWORK" pairs included (it does not look at routes;
@@ -129,11 +56,7 @@ if [ $routes_ok -eq 1 ] && [ "$n" -eq 12 ]; then ok "12 cable addresses, each ro
 	fail "cable routes (addresses: $n, want 12)"; finish
 fi
 
-# the tx byte counters of both ends of every cable before the run
-tx() { ip netns exec "$NAME-$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
-while read -r ha ia hb ib; do
-	echo "$ha $ia $(tx "$ha" "$ia") $hb $ib $(tx "$hb" "$ib")"
-done <"$TMP/cables" >"$TMP/tx0"
+msl_tx_mark
 
 mkdir "$TMP/orte"
 # shellcheck disable=SC2016 # $$ is the remote shell's pid: one TMPDIR per orted
@@ -158,25 +81,5 @@ if [ "$n" -eq 4 ]; then ok "4 ranks of the mpi backend, 0 failed checks"; else
 fi
 
 # every cable carried the pair's 1 MiB send/recv each way (and more: the collectives)
-min=$((1 << 20))
-while read -r ha ia a0 hb ib b0; do
-	da=$(($(tx "$ha" "$ia") - a0)) db=$(($(tx "$hb" "$ib") - b0))
-	if [ "$da" -ge "$min" ] && [ "$db" -ge "$min" ]; then
-		ok "cable $ha:$ia <-> $hb:$ib carried the ranks' traffic ($da / $db bytes sent)"
-	else
-		fail "cable $ha:$ia <-> $hb:$ib: $da / $db bytes sent, want >= $min each way"
-	fi
-done <"$TMP/tx0"
-
-left=$(strays)
-if [ -z "$left" ]; then ok "no rank or orted left in any host"; else
-	fail "processes left in the hosts:"; echo "$left" | show
-fi
-if "$MESHSIM" down "$NAME" >"$TMP/down.log" 2>&1; then ok "meshsim down $NAME"; else
-	fail "meshsim down $NAME"; show "$TMP/down.log"
-fi
-UP=0
-if nothing_left; then ok "nothing of $NAME left (namespaces, links, sshd, ranks, state)"; else
-	fail "something of $NAME is left"
-fi
-finish
+msl_check_cables $((1 << 20))
+msl_end
