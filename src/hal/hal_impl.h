@@ -94,6 +94,11 @@
 
 /* Grace between SIGTERM and SIGKILL when the hal kills a process group. */
 #define MR_HAL_KILL_GRACE_MS 500
+/* A host that has not run a kill we sent it (channel opened, command exited)
+ * within this is unresponsive (stopped, powered off, cut off while its TCP
+ * connection looks open): its connection counts as lost, so its ranks get an
+ * error naming it instead of the launcher waiting on them. */
+#define MR_HAL_ANSWER_MS 3000
 /* Defaults of struct mr_hal_opts (filled in by mr_hal_init()). */
 #define MR_HAL_DEF_CONNECT_TIMEOUT_MS 10000
 #define MR_HAL_DEF_RUN_TIMEOUT_MS 30000

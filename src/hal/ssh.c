@@ -89,7 +89,7 @@ static int64_t next_deadline(const struct ssh_hal *sh)
 		if (c->state >= C_TCP && c->state <= C_AUTH && (d < 0 || c->deadline_ms < d))
 			d = c->deadline_ms;
 		for (const struct job *j = c->head; j; j = j->next)
-			if (j->kind == J_RUN && !j->end.done && j->deadline_ms &&
+			if ((j->kind == J_RUN || j->kind == J_KILL) && !j->end.done && j->deadline_ms &&
 			    (d < 0 || j->deadline_ms < d))
 				d = j->deadline_ms;
 	}

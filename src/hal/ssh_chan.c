@@ -188,6 +188,8 @@ struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
 	if (!j)
 		return NULL;
 	j->in_closed = true;
+	j->start_ms = mr_now_ms();
+	j->deadline_ms = j->start_ms + MR_HAL_ANSWER_MS;
 	mr_ssh_job_link(c, j, true); /* ahead of waiting commands: a kill must not queue behind them */
 	return j;
 }
@@ -491,6 +493,14 @@ bool mr_ssh_job_step(struct job *j)
 	enum chan_res res;
 	int rc;
 
+	if (j->kind == J_KILL && !j->end.done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
+		/* no answer to a kill: the host is gone, whatever TCP says (hal_impl.h) */
+		mr_ssh_conn_set_err(c, MESHRUN_E_NOEXIT,
+				    "host unresponsive: a kill sent to it was not run within %d ms "
+				    "(stopped, powered off or cut off)", MR_HAL_ANSWER_MS);
+		c->broken = true;
+		return true;
+	}
 	if (c->owner && c->owner != j)
 		return false;
 	if (j->kind == J_RUN && !j->end.done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {

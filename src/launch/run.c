@@ -48,6 +48,7 @@ struct job_host {
 	char *dir;   /* job directory there, or NULL */
 	char dir_name[24]; /* its name in the host's TMPDIR (hosts may share one /tmp) */
 	bool cwd_ok; /* our cwd exists there */
+	bool lost;   /* a rank there got no exit status (connection lost, or given up) */
 };
 
 struct job {
@@ -356,7 +357,10 @@ static void cleanup_hosts(struct job *j)
 	for (size_t k = 0; k < j->nhosts; k++) {
 		char **a = &argvs[n * 5];
 
-		if (!j->hosts[k].dir)
+		/* A lost host is not dialled again (a stopped one would hold us for the
+		 * whole connect timeout): its watchdog removes the directory when our
+		 * connection ends, if the host still runs at all. */
+		if (!j->hosts[k].dir || j->hosts[k].lost)
 			continue;
 		a[0] = "rm";
 		a[1] = "-rf";
@@ -473,6 +477,9 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 		mr_sup_abort(&sup);
 	}
 	code = mr_sup_wait(&sup);
+	for (size_t r = 0; r < plan->hf->nhosts; r++)
+		if (sup.ranks[r].started && (!sup.ranks[r].done || sup.ranks[r].hal_rc < 0))
+			j.hosts[j.host_of[r]].lost = true;
 out:
 	if (sup_ok)
 		mr_sup_release(&sup);

@@ -147,8 +147,30 @@ rc=$?
 [ $rc -eq 143 ] && ok "SIGTERM to meshrun: exit 143" || { fail "SIGTERM to meshrun: exit $rc"; show "$TMP/term.out"; }
 no_rank_left "after SIGTERM to meshrun"
 
-# 5. a stopped host is named before launch: exit 255, nothing started
+# 5. a host stopped mid-run (processes killed, en0 down: its ssh connection
+# stays open but silent): the survivors fail within MESHRUN_TIMEOUT, and the
+# host, which never runs the kill meshrun sends it, is declared unresponsive
+# after MR_HAL_ANSWER_MS (3 s; hal_impl.h) and named, instead of meshrun
+# waiting on it for its SIGKILL grace and give-up (11-13.5 s before)
 stop_host=$(echo "$HOSTS" | cut -d, -f2)
+if start_loop "$TMP/stopmid.out"; then
+	t0=$(date +%s%N)
+	check "fault stop $stop_host (mid-run)" "$MESHSIM" fault --name "$N" stop "$stop_host"
+	wait_meshrun
+	rc=$?
+	el=$((($(date +%s%N) - t0) / 1000000))
+	# the stop (up to 1 s), the survivors see their peer's sockets reset, the
+	# 3 s answer bound, teardown: 9 s leaves room for a loaded machine
+	[ $rc -ne 0 ] && [ $el -lt 9000 ] && ok "host stopped mid-run: meshrun exit $rc in $el ms" ||
+		{ fail "host stopped mid-run: exit $rc after $el ms"; show "$TMP/stopmid.out"; }
+	grep -q "$stop_host.*unresponsive" "$TMP/stopmid.out" &&
+		ok "the stopped host is named unresponsive: $(grep -m1 "unresponsive" "$TMP/stopmid.out" | cut -c1-160)" ||
+		{ fail "no line names $stop_host unresponsive"; show "$TMP/stopmid.out"; }
+	check "fault start $stop_host" "$MESHSIM" fault --name "$N" start "$stop_host"
+	no_rank_left "after a host stopped mid-run"
+fi
+
+# 6. a stopped host is named before launch: exit 255, nothing started
 check "fault stop $stop_host" "$MESHSIM" fault --name "$N" stop "$stop_host"
 # (ConnectTimeout 3 in a copy of the ssh_config keeps the wait short; default 10 s)
 sed 's/^Host .*/&\n  ConnectTimeout 3/' "$CFG" >"$TMP/ssh_config.ct"
