@@ -333,6 +333,14 @@ static int fault_recable(struct fault_ctx *f, const char *pa, const char *pb,
 	}
 	if (rc == 0)
 		rc = mr_sim_live_refresh(f->state, f->st, err);
+	/* A partition cuts cables, not ports: nft dropped the chains of the ports
+	 * that lost their veth, and the new cable may cross the cut. Drawn again
+	 * over the cables as they are now. */
+	if (rc == 0 && mr_simf_find(f, "partition", &p)) {
+		p[strcspn(p, "\n")] = '\0';
+		rc = mr_simf_partition(f, p + strlen("partition "), err);
+		free(p);
+	}
 out:
 	free(nsa);
 	free(nsb);

@@ -6,7 +6,7 @@
 #   loss       packets of that end are dropped (the nft counter), and the job
 #              either succeeds or fails within its MESHRUN_TIMEOUT: never hangs
 #   flap       the same, with the cable going down and up
-#   partition  the job fails, naming a rank
+#   partition  the job fails, naming a rank; a cable recabled across it is cut too
 # each listed by `meshsim status`; after `down` no flapper is left.
 #   e2e_faults.sh BIN_DIR
 . "$(dirname "$0")/lib.sh"
@@ -142,7 +142,19 @@ check "across the partition the job failed on every rank within its timeout (exi
 named=$(grep -h "rank [0-9]" "$TMP"/part.r[0-3] | head -1)
 echo "# partition: $named"
 check "its error names a peer rank" test -n "$named"
+# a recable while partitioned: the partition cuts cables, so the new cable
+# across the cut is cut too (drawn again over the cables as they are now)
+A=${rhost[0]} C=${rhost[2]}
+check "fault recable $A:en6 $C:en6 (across the partition)" "$MESHSIM" fault --name "$N" recable "$A:en6" "$C:en6"
+ip -n "$N-$A" addr add 192.168.97.1/30 dev en6 && ip -n "$N-$C" addr add 192.168.97.2/30 dev en6
+check "addresses on the new cable" test $? -eq 0
+check "status still lists the partition" in_status "^  partition $SPLIT"
+check_not "nothing crosses the new cable across the partition" ip netns exec "$N-$A" ping -c 2 -W 1 192.168.97.2
 check "fault heal" "$MESHSIM" fault --name "$N" heal
+# (the failed ARP of the cut is remembered: forget it first)
+ip -n "$N-$A" neigh flush dev en6
+check "after heal a ping crosses the new cable" ip netns exec "$N-$A" sh -c \
+	'for i in 1 2 3; do ping -c 1 -W 1 192.168.97.2 >/dev/null && exit 0; done; exit 1'
 check_not "status no longer lists the partition" in_status "^  partition "
 ring healed 10 60 "${SIZE[@]}"
 all_ok && ok "the ring job runs again after heal" || { fail "ring job after heal"; show "$TMP/healed.r0"; }
