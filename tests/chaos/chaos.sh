@@ -23,9 +23,20 @@
 # 64-bit LCG seeded by --seed; job J's own seed is printed in its row, and
 # --job-seed S replays that one job (same cluster, fault, moment).
 #
+# Job kinds (--backends, the "back" column; each job's seed picks one):
+#   ring  meshrun-allreduce-test on libmeshrun's ring (every fault);
+#   mpi   MLX's mpi backend (mpishim-mlx-test: dlopen of MLX_MPI_LIBNAME, MLX's
+#         calls, every element checked) on libmeshrun-mpi: --backend mpi
+#         --mpi-impl meshrun, no mpirun (every fault: libmeshrun underneath,
+#         same listeners and job directory; its errors are fatal, exit 16 =
+#         MPI_ERR_OTHER, src/mpishim/mpishim.h);
+#   ompi  meshrun-allreduce-test under Debian's Open MPI (mpirun, orted over
+#         ssh): mesh4 only, and only the faults in OMPI_FAULTS (no job
+#         directory, no ring listener, no MaxSessions: mpirun's own ssh).
+#
 #   chaos.sh BIN_DIR [--seed N] [--jobs N] [--clusters mesh4,ring8]
-#            [--faults LIST] [--job-seed S] [--table FILE] [--max-size SIZE]
-#            [--job-timeout S] [--peer-timeout S]
+#            [--backends ring,mpi,ompi] [--faults LIST] [--job-seed S] [--table FILE]
+#            [--max-size SIZE] [--job-timeout S] [--peer-timeout S]
 # Exit 0 when no job hung, left something, gave a wrong result or an unnamed or
 # undocumented failure; 1 otherwise; 77 when it cannot run here (root, netns, sshd).
 # Run by hand under `flock /tmp/meshrun-ns.lock` (clusters, namespaces).
@@ -36,6 +47,7 @@ for p in tc nft nsenter mount; do
 	command -v "$p" >/dev/null 2>&1 || skip "'$p' is not installed"
 done
 
+MLX_SIZES=1,7,1000,70000
 SEED="" JOBS=20 CLUSTER_LIST=mesh4,ring8 FAULT_LIST=all JOB_SEED="" TABLE="" MAXSIZE=1M BACKEND_LIST=ring
 # LEFT_S: after a failed launch every host's watchdog waits a second before it
 # removes (hal.h: a setup may still be making its directory), then ssh teardown;
@@ -67,13 +79,21 @@ IFS=, read -r -a BACKENDS <<<"$BACKEND_LIST"
 # Open MPI jobs (mpirun here, orted over ssh): on mesh4 only (every pair of hosts
 # has its cable, see tests/integration/mpi/mpi_meshsim.sh), and the faults that
 # concern ranks, meshrun, cables and hosts (no job directory, no ring listener)
-MPI_FAULTS=" none rank-kill9 rank-stop rank-term meshrun-kill9 meshrun-int unplug flap loss latency stop-host partition spew "
-case ,$BACKEND_LIST, in *,mpi,*)
-	command -v mpirun >/dev/null 2>&1 && command -v orted >/dev/null 2>&1 ||
-		skip "--backends mpi: mpirun/orted not installed (openmpi-bin)"
-	case ,$CLUSTER_LIST, in *,mesh4,*) ;; *) echo "chaos.sh: --backends mpi needs the mesh4 cluster" >&2; exit 2 ;; esac
-	;;
-esac
+OMPI_FAULTS=" none rank-kill9 rank-stop rank-term meshrun-kill9 meshrun-int unplug flap loss latency stop-host partition spew "
+MLXTEST=$BIN/mpishim-mlx-test
+for b in "${BACKENDS[@]}"; do
+	case $b in
+	ring) ;;
+	mpi) [ -x "$MLXTEST" ] && [ -e "$BIN/../lib/libmeshrun-mpi.so" ] ||
+		skip "--backends mpi: mpishim-mlx-test or lib/libmeshrun-mpi.so not built (a C++ compiler)" ;;
+	ompi)
+		command -v mpirun >/dev/null 2>&1 && command -v orted >/dev/null 2>&1 ||
+			skip "--backends ompi: mpirun/orted not installed (openmpi-bin)"
+		case ,$CLUSTER_LIST, in *,mesh4,*) ;; *) echo "chaos.sh: --backends ompi needs the mesh4 cluster" >&2; exit 2 ;; esac
+		;;
+	*) echo "chaos.sh: unknown backend '$b' (ring, mpi, ompi)" >&2; exit 2 ;;
+	esac
+done
 echo "# chaos campaign: seed $SEED, $JOBS jobs, clusters ${CLUSTER_KINDS[*]}, backends ${BACKENDS[*]}, faults ${FAULTS[*]}"
 echo "# bounds: --timeout ${JOB_S}s + ${GRACE_S}s grace; MESHRUN_TIMEOUT ${PEER_S}s; leftovers gone ${LEFT_S}s after exit (${KILL9_LEFT_S}s after kill -9 of meshrun)"
 
@@ -135,15 +155,15 @@ bring_up() { # bring_up KIND
 		mount_tmp "$n" "$h" && set_tmpdir "$n" "$h" || { fail "a tmpfs TMPDIR for $k host $h"; finish; }
 	done
 	for h in ${HOSTS//,/ }; do ssh_ok "$h" || { fail "$k host $h answers ssh after SIGHUP"; finish; }; done
-	[ "$k" = mesh4 ] && case ,$BACKEND_LIST, in *,mpi,*) mpi_setup "$n" ;; esac
+	[ "$k" = mesh4 ] && case ,$BACKEND_LIST, in *,ompi,*) ompi_setup "$n" ;; esac
 	ok "cluster $k: $n, ${C_N[$k]} ranks, a tmpfs TMPDIR per host"
 }
 
-# mpi_setup NAME: what Open MPI needs on mesh4 (tests/integration/mpi/mpi_meshsim.sh
+# ompi_setup NAME: what Open MPI needs on mesh4 (tests/integration/mpi/mpi_meshsim.sh
 # says why): a /32 route to each cable address of a peer over the direct cable,
 # orted's out-of-band on the management subnet, a TMPDIR per orted.
-MPI_ARGS=()
-mpi_setup() {
+OMPI_ARGS=()
+ompi_setup() {
 	local n=$1 ha ia hb ib x net agent
 	cable_addrs() { ip -n "$n-$1" -4 -o addr show | awk '$4 ~ /^192\.168\./ { split($4, a, "/"); print a[1] }'; }
 	while read -r ha ia hb ib; do
@@ -154,7 +174,7 @@ mpi_setup() {
 	mkdir -p "$TMP/orte"
 	# shellcheck disable=SC2016 # $$ is the remote shell's pid: one TMPDIR per orted
 	agent='env TMPDIR='"$TMP"'/orte/$$ orted'
-	MPI_ARGS=(--mpi-arg "--allow-run-as-root --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include 192.168.0.0/16"
+	OMPI_ARGS=(--mpi-arg "--allow-run-as-root --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include 192.168.0.0/16"
 		--mpi-arg "--mca oob_tcp_if_include $net" --mpi-arg "--mca orte_launch_agent '$agent'")
 }
 
@@ -169,7 +189,7 @@ rank_if() {
 rank_pid() {
 	local p
 	for p in $(ip netns pids "$1-$2" 2>/dev/null); do
-		case $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") in "$ARTEST "*) echo "$p"; return 0 ;; esac
+		case $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") in "$ARTEST "* | "$MLXTEST "*) echo "$p"; return 0 ;; esac
 	done
 	return 1
 }
@@ -269,6 +289,16 @@ clear_fault() {
 	case $F in stop-host|maxsessions|partition) ssh_ok "$TH" ;; esac
 }
 
+# ---- the job kinds: job_cmd KIND sets cmd (the program) and bargs (meshrun's
+# backend options); chaos_judge (chaos_lib.sh) knows each kind's result lines
+job_cmd() {
+	case $1 in
+	ring) cmd=("$ARTEST" --max-size "$MAXSIZE") bargs=() ;;
+	ompi) cmd=("$ARTEST" --max-size "$MAXSIZE") bargs=(--backend mpi "${OMPI_ARGS[@]}") ;;
+	mpi) cmd=("$MLXTEST" --sizes "$MLX_SIZES") bargs=(--backend mpi --mpi-impl meshrun) ;;
+	esac
+}
+
 # ---- one job
 # run_job INDEX JOBSEED FAULT: the job's own choices all come from JOBSEED; its
 # fault was dealt by the campaign (a shuffled deck of all faults per round, so
@@ -279,11 +309,11 @@ run_job() {
 	seed_rng "$js"
 	pick "${BACKENDS[@]}"; B=$P
 	pick "${CLUSTER_KINDS[@]}"; K=$P
-	[ "$B" = mpi ] && K=mesh4
+	[ "$B" = ompi ] && K=mesh4
 	N=${C_NAME[$K]} nr=${C_N[$K]} hosts=${C_HOSTS[$K]} CFG=$MESHSIM_STATE_DIR/$N/ssh_config
-	if [ "$B" = mpi ]; then
+	if [ "$B" = ompi ]; then
 		local mf=() f
-		for f in "${FAULTS[@]}"; do case $MPI_FAULTS in *" $f "*) mf+=("$f") ;; esac; done
+		for f in "${FAULTS[@]}"; do case $OMPI_FAULTS in *" $f "*) mf+=("$f") ;; esac; done
 		[ ${#mf[@]} -gt 0 ] || mf=(none)
 		case " ${mf[*]} " in *" $3 "*) mf=("$3") ;; esac
 		pick "${mf[@]}"; F=$P
@@ -294,11 +324,11 @@ run_job() {
 	TH=$(rank_host "$K" "$TR") TPORT=$TH:$(rank_if "$K" "$TR") TIP=$(rank_ip "$K" "$TR")
 	TPEER=$(rank_host "$K" "$TL")
 	# the moment: anywhere in a clean job's run
-	local base=${C_BASE[$K]}
-	[ "$B" = mpi ] && base=${C_BASE[mpi]}
+	local base=${C_BASE[$K.$B]}
 	rand $((base + 1)); WHEN=$R
 	ARG="" STOPPED="" HIT=hit GARBAGE=""
-	local cmd=("$ARTEST" --max-size "$MAXSIZE")
+	local cmd bargs
+	job_cmd "$B"
 	# what a failed job must name: the target rank, its host or address
 	local names="rank $TR[ :(]|$TH|$TIP"
 	case $F in
@@ -323,7 +353,7 @@ run_job() {
 		[ $F = maxsessions ] && { rand 2; ARG=$R; }
 		;;
 	spew)
-		cmd=(/bin/sh -c 'if [ "$MLX_RANK" = "$0" ]; then head -c 10000000 /dev/zero | tr "\0" x; fi; exec "$@"' "$TR" "${cmd[@]}")
+		cmd=(/bin/sh -c 'if [ "${MLX_RANK:-$OMPI_COMM_WORLD_RANK}" = "$0" ]; then head -c 10000000 /dev/zero | tr "\0" x; fi; exec "$@"' "$TR" "${cmd[@]}")
 		;;
 	esac
 	case $F in garbage|halfopen|badtoken|slowloris) rand 400; WHEN=$R ;; esac
@@ -332,8 +362,6 @@ run_job() {
 
 	[ "$WHEN" = -1 ] && inject
 	t0=$(now_ms)
-	local bargs=()
-	[ "$B" = mpi ] && bargs=(--backend mpi "${MPI_ARGS[@]}")
 	# SIGINT at its default: bash starts background commands with it ignored
 	env --default-signal=INT "$MESHRUN" --hostfile "${C_HF[$K]}" --ssh-config "$CFG" --timeout "$JOB_S" "${bargs[@]}" \
 		--env MESHRUN_TIMEOUT="$PEER_S" -- "${cmd[@]}" </dev/null >"$TMP/out" 2>"$TMP/err" &
@@ -404,26 +432,27 @@ run_job() {
 main() {
 local k t0 j saved
 for k in "${CLUSTER_KINDS[@]}"; do bring_up "$k"; done
-# a clean job per cluster: it must pass, and its time scales the fault moments
+# a clean job per cluster and kind: it must pass, and its time scales the fault moments
+local b cmd bargs
 for k in "${CLUSTER_KINDS[@]}"; do
-	t0=$(now_ms)
-	CFG=$MESHSIM_STATE_DIR/${C_NAME[$k]}/ssh_config
-	"$MESHRUN" --hostfile "${C_HF[$k]}" --ssh-config "$CFG" --timeout "$JOB_S" \
-		--env MESHRUN_TIMEOUT="$PEER_S" -- "$ARTEST" -q --max-size "$MAXSIZE" </dev/null >"$TMP/base" 2>&1 ||
-		{ fail "a clean job on $k"; show "$TMP/base"; finish; }
-	C_BASE[$k]=$(($(now_ms) - t0))
-	ok "a clean job on $k: ${C_BASE[$k]} ms"
-	if [ "$k" = mesh4 ] && [ ${#MPI_ARGS[@]} -gt 0 ]; then
+	for b in "${BACKENDS[@]}"; do
+		[ "$b" = ompi ] && [ "$k" != mesh4 ] && continue
 		t0=$(now_ms)
-		"$MESHRUN" --hostfile "${C_HF[$k]}" --ssh-config "$CFG" --timeout "$JOB_S" --backend mpi "${MPI_ARGS[@]}" \
-			-- "$ARTEST" -q --max-size "$MAXSIZE" </dev/null >"$TMP/base" 2>&1 ||
-			{ fail "a clean mpi job on $k"; show "$TMP/base"; finish; }
-		C_BASE[mpi]=$(($(now_ms) - t0))
-		ok "a clean mpi job on $k: ${C_BASE[mpi]} ms"
-	fi
+		CFG=$MESHSIM_STATE_DIR/${C_NAME[$k]}/ssh_config
+		job_cmd "$b"
+		"$MESHRUN" --hostfile "${C_HF[$k]}" --ssh-config "$CFG" --timeout "$JOB_S" "${bargs[@]}" \
+			--env MESHRUN_TIMEOUT="$PEER_S" -- "${cmd[@]}" </dev/null >"$TMP/out" 2>"$TMP/err" ||
+			{ fail "a clean $b job on $k"; show "$TMP/out" "$TMP/err"; finish; }
+		F=none HIT=hit B=$b VERDICT=ok NOTE=""
+		chaos_judge 0 "$TMP/out" "$TMP/err" "${C_N[$k]}" "-"
+		[ "$VERDICT" = ok ] || { fail "a clean $b job on $k: $NOTE"; show "$TMP/out"; finish; }
+		C_BASE[$k.$b]=$(($(now_ms) - t0))
+		ok "a clean $b job on $k: ${C_BASE[$k.$b]} ms"
+	done
 done
 [ -z "$TABLE" ] || : >"$TABLE"
 row "# seed $SEED"
+row "# kinds: ring and mpi: every fault, both clusters; ompi (Open MPI's mpirun): mesh4, faults${OMPI_FAULTS% }"
 row "$CHAOS_HEADER"
 seed_rng "$SEED"
 T_START=$(now_ms)

@@ -2,7 +2,7 @@
 # chaos_lib.sh - what every part of the fault campaign (issue 16) shares: the
 # seeded PRNG and the dealing of faults and job seeds, the rules a job's
 # outcome is judged by (docs/contracts.md), its row and the summary. Sourced
-# by tests/chaos/chaos.sh (ring and mpi jobs on meshsim clusters) and by
+# by tests/chaos/chaos.sh (ring, mpi and ompi jobs on meshsim clusters) and by
 # tests/chaos/jaccl_guest.sh (jaccl jobs inside the soft-RoCE guest), so that
 # both judge alike and write rows and summaries that bench/chaos/run.sh merges
 # (chaos_summary_rows). bash; besides grep it starts no program on the paths a
@@ -60,8 +60,10 @@ chaos_allowed() {
 	esac
 	# a fault that came after the job had ended (late) or found no target: any documented status
 	[ "$HIT" = hit ] || ALLOWED="0 2 124 130 137 143 255"
-	# under mpirun meshrun passes mpirun's status on (1 when a rank failed)
-	[ "$B" = mpi ] && [ "$ALLOWED" != 0 ] && ALLOWED="$ALLOWED 1"
+	# under mpirun meshrun passes mpirun's status on (1 when a rank failed);
+	# libmeshrun-mpi's fatal errors exit with Open MPI's class MPI_ERR_OTHER (16)
+	[ "$B" = ompi ] && [ "$ALLOWED" != 0 ] && ALLOWED="$ALLOWED 1"
+	[ "$B" = mpi ] && [ "$ALLOWED" != 0 ] && ALLOWED="$ALLOWED 16"
 	return 0
 }
 
@@ -74,9 +76,14 @@ chaos_judge() {
 	local rc=$1 out=$2 err=$3 nr=$4 names=$5 wrong="" named=1 good
 	chaos_allowed
 	grep -q "^FAIL rank" "$err" && wrong="a rank printed FAIL"
+	grep -Eq "^rank [0-9]+: FAIL" "$err" && wrong="a rank printed FAIL" # mpishim-mlx-test
 	grep -Eq "rank [0-9]+ of [0-9]+ \([a-z-]+\): [0-9]+ checks, [1-9]" "$out" && wrong="a rank counted failed checks"
 	if [ "$rc" = 0 ]; then
-		good=$(grep -Eo "rank [0-9]+ of $nr \([a-z-]+\): [0-9]+ checks, 0 failed" "$out" | cut -d' ' -f2 | sort -u | wc -l)
+		if [ "$B" = mpi ]; then # mpishim-mlx-test: "mlx-mpi-test: rank R of N: ok (...)"
+			good=$(grep -Eo "^mlx-mpi-test: rank [0-9]+ of $nr: ok " "$out" | cut -d' ' -f3 | sort -u | wc -l)
+		else
+			good=$(grep -Eo "rank [0-9]+ of $nr \([a-z-]+\): [0-9]+ checks, 0 failed" "$out" | cut -d' ' -f2 | sort -u | wc -l)
+		fi
 		[ "$good" -eq "$nr" ] || wrong="exit 0 but $good of $nr ranks reported all checks passed"
 		if [ "$F" = spew ] && [ "$(tr -cd x <"$out" | wc -c)" -lt 10000000 ]; then
 			NOTE="$NOTE only $(tr -cd x <"$out" | wc -c) of 10000000 bytes of rank $TR's line arrived"
