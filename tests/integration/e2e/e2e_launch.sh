@@ -183,6 +183,8 @@ for how in kill sigstop; do
 	else
 		# shellcheck disable=SC2086
 		kill -CONT $stopped # its watchdog sees the connection gone and stops the rank
+		# (TERM, its second, KILL, the job directory: up to ~2 s once it runs again)
+		for _ in $(seq 25); do only_sshd_left "$N" >/dev/null && break; sleep 0.2; done
 	fi
 	no_rank_left "after $how of a host mid-run"
 done
