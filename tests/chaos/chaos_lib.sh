@@ -79,8 +79,8 @@ chaos_judge() {
 	grep -Eq "^rank [0-9]+: FAIL" "$err" && wrong="a rank printed FAIL" # mpishim-mlx-test
 	grep -Eq "rank [0-9]+ of [0-9]+ \([a-z-]+\): [0-9]+ checks, [1-9]" "$out" && wrong="a rank counted failed checks"
 	if [ "$rc" = 0 ]; then
-		if [ "$B" = mpi ]; then # mpishim-mlx-test: "mlx-mpi-test: rank R of N: ok (...)"
-			good=$(grep -Eo "^mlx-mpi-test: rank [0-9]+ of $nr: ok " "$out" | cut -d' ' -f3 | sort -u | wc -l)
+		if [ "$B" = mpi ]; then # mpishim-mlx-test: "mlx-mpi-test: rank R of N: ok (...)" (not at a line start: spew)
+			good=$(grep -Eo "mlx-mpi-test: rank [0-9]+ of $nr: ok " "$out" | cut -d' ' -f3 | sort -u | wc -l)
 		else
 			good=$(grep -Eo "rank [0-9]+ of $nr \([a-z-]+\): [0-9]+ checks, 0 failed" "$out" | cut -d' ' -f2 | sort -u | wc -l)
 		fi
