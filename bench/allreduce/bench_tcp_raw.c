@@ -17,10 +17,21 @@
  * throughput when every rank sends and receives at once, i.e. the busbw
  * bound (on a machine with fewer cores than ranks it is the aggregate TCP
  * throughput divided by n).
+ *
+ * --mesh: the mesh backend's links instead (MESHRUN_MESH_HOSTFILE, the
+ * address matrix of tcpmesh.h; the first cable of each pair): every rank
+ * connects to every lower rank and accepts the higher ones, then sends 2S/n
+ * bytes to every peer and receives as much from each, all at once - the
+ * bytes a mesh all-reduce of S moves over each cable, without reductions or
+ * steps. The same per-rank total as the ring, B = 2(n-1)/n * S, spread over
+ * n-1 cables. --pair: only ranks 0 and 1 exchange, S bytes each way over
+ * their one cable (a single flow per direction on one link; the others
+ * idle): the rate one shaped cable gives TCP.
  */
 #include "common/compat.h"
 #include "bench_common.h"
 #include "coll/env.h"
+#include "coll/tcpmesh.h"
 #include "common/fdio.h"
 #include "common/num.h"
 #include "common/opt.h"
@@ -41,6 +52,7 @@ struct opts {
 	const char *cc;
 	const char *sndbuf;
 	int repeats;
+	bool mesh, pair;
 };
 
 struct link {
@@ -182,6 +194,245 @@ static int exchange(struct link lk[2], size_t half, int rank)
 	}
 }
 
+/* ------------------------------------------------------------ --mesh */
+
+#define MESH_LINKS_MAX 64
+
+/* One socket to every peer over the first cable of the pair; fd[p] (-1 for us). */
+static int mesh_setup(const struct mr_mesh_hosts *h, int rank, const char *cc, int sndbuf, int *fd)
+{
+	int64_t deadline = mr_now_ms() + SETUP_TIMEOUT_MS;
+	int ls[MESH_LINKS_MAX], nls = 0, one = 1, want = h->size - 1 - rank, got = 0;
+
+	for (int p = 0; p < h->size; p++)
+		fd[p] = -1;
+	/* listen on each distinct own address towards the higher ranks */
+	for (int p = rank + 1; p < h->size; p++) {
+		const struct mr_ring_addr *a = MR_MESH_ADDR(h, rank, p, 0);
+		bool dup = false;
+		for (int q = rank + 1; q < p && !dup; q++) {
+			const struct mr_ring_addr *b = MR_MESH_ADDR(h, rank, q, 0);
+			dup = a->salen == b->salen && memcmp(&a->sa, &b->sa, a->salen) == 0;
+		}
+		if (dup)
+			continue;
+		ls[nls] = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (ls[nls] < 0)
+			return die("socket", rank);
+		setsockopt(ls[nls], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(ls[nls], (const struct sockaddr *)&a->sa, a->salen) < 0 || listen(ls[nls], 16) < 0) {
+			fprintf(stderr, "bench-tcp-raw: rank %d: listen on '%s': %s\n", rank, a->text, strerror(errno));
+			close(ls[nls]);
+			goto fail;
+		}
+		nls++;
+	}
+	/* connect to the lower ranks, saying who we are */
+	for (int p = 0; p < rank; p++) {
+		const struct mr_ring_addr *a = MR_MESH_ADDR(h, p, rank, 0);
+		uint32_t me = (uint32_t)rank;
+		for (;;) {
+			fd[p] = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd[p] < 0) {
+				die("socket", rank);
+				goto fail;
+			}
+			if (connect(fd[p], (const struct sockaddr *)&a->sa, a->salen) == 0)
+				break;
+			mr_close(&fd[p]);
+			if (mr_now_ms() > deadline) {
+				fprintf(stderr, "bench-tcp-raw: rank %d: connect to '%s': %s\n", rank, a->text, strerror(errno));
+				goto fail;
+			}
+			mr_sleep_ms(20);
+		}
+		if (mr_write_full(fd[p], &me, sizeof(me)) < 0) {
+			die("hello", rank);
+			goto fail;
+		}
+	}
+	while (got < want) {
+		struct pollfd pf[MESH_LINKS_MAX];
+		for (int i = 0; i < nls; i++)
+			pf[i] = (struct pollfd){ .fd = ls[i], .events = POLLIN };
+		if (poll(pf, (nfds_t)nls, (int)MR_MAX(deadline - mr_now_ms(), 1)) <= 0) {
+			fprintf(stderr, "bench-tcp-raw: rank %d: %d of %d higher ranks connected within %d ms\n", rank, got, want, SETUP_TIMEOUT_MS);
+			goto fail;
+		}
+		for (int i = 0; i < nls; i++) {
+			uint32_t who = 0;
+			int c;
+			if (!(pf[i].revents & POLLIN) || (c = accept4(ls[i], NULL, NULL, SOCK_CLOEXEC)) < 0)
+				continue;
+			if (mr_read_full(c, &who, sizeof(who)) != sizeof(who) || who <= (uint32_t)rank ||
+			    who >= (uint32_t)h->size || fd[who] >= 0) {
+				fprintf(stderr, "bench-tcp-raw: rank %d: a connection with a bad hello\n", rank);
+				close(c);
+				goto fail;
+			}
+			fd[who] = c;
+			got++;
+		}
+	}
+	for (int i = 0; i < nls; i++)
+		close(ls[i]);
+	for (int p = 0; p < h->size; p++)
+		if (fd[p] >= 0)
+			tune(fd[p], cc, sndbuf);
+	return 0;
+fail:
+	for (int i = 0; i < nls; i++)
+		close(ls[i]);
+	for (int p = 0; p < h->size; p++)
+		mr_close(&fd[p]);
+	return -1;
+}
+
+/* Every link sends len bytes and receives len, all at once from one poll loop. */
+static int exchange_n(struct link *lk, int n, size_t len, int rank)
+{
+	struct pollfd p[MESH_LINKS_MAX];
+
+	for (int i = 0; i < n; i++)
+		lk[i].soff = lk[i].roff = 0;
+	for (;;) {
+		bool busy = false;
+		for (int i = 0; i < n; i++) {
+			while (lk[i].roff < len) {
+				ssize_t r = recv(lk[i].fd, lk[i].rbuf + lk[i].roff, len - lk[i].roff, MSG_DONTWAIT);
+				if (r == 0) {
+					errno = ECONNRESET;
+					return die("recv", rank);
+				}
+				if (r < 0) {
+					if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+						break;
+					return die("recv", rank);
+				}
+				lk[i].roff += (size_t)r;
+			}
+			while (lk[i].soff < len) {
+				ssize_t s = send(lk[i].fd, lk[i].sbuf + lk[i].soff, len - lk[i].soff, MSG_DONTWAIT | MSG_NOSIGNAL);
+				if (s < 0) {
+					if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+						break;
+					return die("send", rank);
+				}
+				lk[i].soff += (size_t)s;
+			}
+		}
+		for (int i = 0; i < n; i++) {
+			p[i].fd = lk[i].fd;
+			p[i].events = (short)((lk[i].soff < len ? POLLOUT : 0) | (lk[i].roff < len ? POLLIN : 0));
+			p[i].revents = 0;
+			busy = busy || p[i].events;
+		}
+		if (!busy)
+			return 0;
+		int k = poll(p, (nfds_t)n, IO_TIMEOUT_MS);
+		if (k == 0) {
+			errno = ETIMEDOUT;
+			return die("exchange", rank);
+		}
+		if (k < 0 && errno != EINTR)
+			return die("poll", rank);
+	}
+}
+
+/* An all-to-all byte: every rank has heard from every other. */
+static int barrier_n(struct link *lk, int n, int rank)
+{
+	char c = 0;
+
+	for (int i = 0; i < n; i++)
+		if (mr_write_full(lk[i].fd, &c, 1) < 0)
+			return die("barrier", rank);
+	for (int i = 0; i < n; i++)
+		if (mr_read_full(lk[i].fd, &c, 1) != 1)
+			return die("barrier", rank);
+	return 0;
+}
+
+static int run_mesh(const struct opts *o, const struct bench_sizes *sz, int rank, int size, int *fd)
+{
+	struct link lk[MESH_LINKS_MAX];
+	size_t maxb = 0;
+	int n = 0, rc = -1;
+
+	for (size_t i = 0; i < sz->n; i++)
+		maxb = MR_MAX(maxb, sz->bytes[i]);
+	size_t maxlen = o->pair ? maxb : 2 * maxb / (size_t)size + 1;
+	memset(lk, 0, sizeof(lk));
+	for (int p = 0; p < size; p++) {
+		if (fd[p] < 0 || (o->pair && (rank > 1 || p > 1)))
+			continue;
+		lk[n].fd = fd[p];
+		lk[n].sbuf = malloc(maxlen);
+		lk[n].rbuf = malloc(maxlen);
+		if (!lk[n].sbuf || !lk[n].rbuf) {
+			fprintf(stderr, "bench-tcp-raw: out of memory\n");
+			n++;
+			goto out;
+		}
+		memset(lk[n].sbuf, 0x5a + n, maxlen); /* real pages, as in run() */
+		n++;
+	}
+	for (size_t s = 0; s < sz->n; s++) {
+		size_t bytes = sz->bytes[s];
+		size_t len = o->pair ? bytes : 2 * bytes / (size_t)size;
+		int iters = bench_iters(bytes);
+		for (int round = -1; round < o->repeats; round++) {
+			if (n > 0 && barrier_n(lk, n, rank) < 0)
+				goto out;
+			double t0 = bench_now();
+			for (int i = 0; i < iters; i++)
+				if (n > 0 && exchange_n(lk, n, len, rank) < 0)
+					goto out;
+			double dt = (bench_now() - t0) / iters;
+			if (rank == 0 && round >= 0)
+				bench_row(o->label, size, bytes, round, dt);
+		}
+	}
+	rc = 0;
+out:
+	for (int i = 0; i < n; i++) {
+		free(lk[i].sbuf);
+		free(lk[i].rbuf);
+	}
+	return rc;
+}
+
+static int main_mesh(const struct opts *o, const struct bench_sizes *sz, int rank, int sndbuf)
+{
+	const char *mf = getenv("MESHRUN_MESH_HOSTFILE");
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_mesh_hosts h = { 0 };
+	int fd[MESH_LINKS_MAX], rc = 1;
+
+	if (!mf || !*mf) {
+		fprintf(stderr, "bench-tcp-raw: --mesh needs MESHRUN_MESH_HOSTFILE (meshrun sets it on a hostfile with mesh_ips)\n");
+		return 2;
+	}
+	if (mr_mesh_hosts_load(mf, &h, &err) < 0) {
+		fprintf(stderr, "bench-tcp-raw: %s\n", err.msg);
+		return 2;
+	}
+	if (rank >= h.size || h.size < 2 || h.size > MESH_LINKS_MAX) {
+		fprintf(stderr, "bench-tcp-raw: MLX_RANK=%d but '%s' lists %d ranks (need 2..%d)\n", rank, mf, h.size, MESH_LINKS_MAX);
+		goto out;
+	}
+	if (mesh_setup(&h, rank, o->cc, sndbuf, fd) < 0)
+		goto out;
+	rc = run_mesh(o, sz, rank, h.size, fd) < 0 ? 1 : 0;
+	for (int p = 0; p < h.size; p++)
+		mr_close(&fd[p]);
+out:
+	mr_mesh_hosts_free(&h);
+	return rc;
+}
+
+/* ------------------------------------------------------------- ring */
+
 static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int n, int lfd, int rfd)
 {
 	size_t maxb = 0;
@@ -229,13 +480,15 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct opts o = { BENCH_DEFAULT_SIZES, "tcp-raw", "reno", MR_RING_SNDBUF_DEFAULT, 5 };
+	struct opts o = { BENCH_DEFAULT_SIZES, "tcp-raw", "reno", MR_RING_SNDBUF_DEFAULT, 5, false, false };
 	const struct mr_opt table[] = {
 		MR_OPT_STRING_D(0, "sizes", &o.sizes, "LIST", BENCH_DEFAULT_SIZES, "buffer sizes in bytes (K/M/G suffixes)"),
 		MR_OPT_INT_D(0, "repeats", &o.repeats, "N", 1, 1000, "5", "timed rounds per size"),
 		MR_OPT_STRING_D(0, "label", &o.label, "NAME", "tcp-raw", "name in the rows"),
 		MR_OPT_STRING_D(0, "cc", &o.cc, "NAME", "reno", "TCP congestion control of the links (as libmeshrun's ring; 'system': the default)"),
 		MR_OPT_STRING_D(0, "sndbuf", &o.sndbuf, "SIZE", MR_RING_SNDBUF_DEFAULT, "send buffer of the links (as libmeshrun's ring, MESHRUN_RING_SNDBUF; 'system': autotuned)"),
+		MR_OPT_BOOL(0, "mesh", &o.mesh, "the mesh backend's links (MESHRUN_MESH_HOSTFILE): 2S/n to and from every peer at once"),
+		MR_OPT_BOOL(0, "pair", &o.pair, "with --mesh: only ranks 0 and 1, S bytes each way over their one cable"),
 		MR_OPT_END(),
 	};
 	struct meshrun_err err = MESHRUN_ERR_INIT;
@@ -253,6 +506,13 @@ int main(int argc, char **argv)
 	    mr_env_sndbuf("--sndbuf", o.sndbuf, &sndbuf, &err) < 0) {
 		fprintf(stderr, "bench-tcp-raw: %s\n", err.msg);
 		return 2;
+	}
+	if (o.mesh) {
+		if (!rs || mr_parse_int(rs, 0, 1 << 20, &rank) < 0) {
+			fprintf(stderr, "bench-tcp-raw: needs MLX_RANK\n");
+			return 2;
+		}
+		return main_mesh(&o, &sz, rank, sndbuf);
 	}
 	if (!hf || !rs || mr_parse_int(rs, 0, 1 << 20, &rank) < 0) {
 		fprintf(stderr, "bench-tcp-raw: needs MLX_RANK and MLX_HOSTFILE\n");

@@ -2,14 +2,15 @@
 # bench/mesh/run.sh - all-reduce where the links, not the processors, bind
 # (issue 19 part 4), in one run, root:
 #
-#   bench/mesh/run.sh [--bin DIR] [--hosts 4,8|none] [--rate 1gbit] [--sizes 16M,128M]
-#       [--repeats 3] [--peers ring,mesh,openmpi] [--limits rate,none]
+#   bench/mesh/run.sh [--bin DIR] [--hosts 4,8|none] [--rate 4=300mbit,8=100mbit]
+#       [--sizes 1M,16M,128M] [--repeats 3] [--peers ring,mesh,openmpi,raw]
+#       [--limits rate,none]
 #       [--no-stripe] [--out DIR]
 #
 # For each host count n: `meshsim up mesh:n` (a full mesh, one cable per pair
 # of hosts), meshconfig --auto-setup, every cable's rate limited with
-# `meshsim fault rate` (tc tbf on both ends: --rate per direction), then the
-# all-reduce of each size by
+# `meshsim fault rate` (tc tbf on both ends: --rate per direction; one rate
+# for all, or N=RATE per host count), then the all-reduce of each size by
 #   ring     libmeshrun's ring (bench-ar-ours; 2 of each host's n-1 cables)
 #   mesh     libmeshrun's TCP mesh backend (every cable), when this build has
 #            one: meshconfig's hostfile with mesh_ips, meshrun's choice,
@@ -17,6 +18,11 @@
 #            else skipped, said so
 #   openmpi  Open MPI's MPI_Allreduce (bench-ar-mpi under mpirun, each rank
 #            exec'd into its host's namespace, btl tcp on the cables only)
+#   raw      plain TCP over the mesh's own cables, no collective
+#            (bench-tcp-raw --mesh, needs the mesh hostfile): "mesh-raw",
+#            every rank 2S/n to and from every peer at once (the bytes of a
+#            mesh all-reduce); "flow-raw", S each way between ranks 0 and 1
+#            only (one flow per direction on one shaped cable)
 # and the same again with the rates removed (--limits rate,none). Every peer
 # gets the same TCP congestion control (reno: each host namespace's default,
 # and libmeshrun's own default) and the same 512K send buffer (libmeshrun's
@@ -27,6 +33,12 @@
 # bytes/s each, that takes 2S/(nR): "bound". The ring can use only 2 cables:
 # (n-1)S/(nR), "ring bound". R is the tbf rate; TCP's payload is about 95% of
 # it at MTU 1500 (headers), so 95% of the bound is the practical best.
+#
+# The rate: the default keeps the processors from binding on a 2-core
+# machine: a mesh of n moves n(n-1) flows at the rate at once (12 on mesh:4,
+# 56 on mesh:8), all through the one kernel; at 1gbit the mesh:4's 12 Gbit/s
+# of veth TCP is the processors' limit, not the cables'. flow-raw near 95% of
+# the rate and mesh-raw near the bound show the cables bind.
 #
 # Striping (--no-stripe skips it): `meshsim up ring:2,cables=2`, two hosts
 # joined by two cables, both rate limited; the 2-rank ring with both cables
@@ -45,10 +57,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=$root/build/plain/bin
 hosts_list=4,8
-rate=1gbit
-sizes=16M,128M
+rate=4=300mbit,8=100mbit
+sizes=1M,16M,128M
 repeats=3
-peers=ring,mesh,openmpi
+peers=ring,mesh,openmpi,raw
 limits=rate,none
 stripe=1
 out=""
@@ -81,11 +93,19 @@ done
 for n in ${hosts_list//,/ }; do
 	[ "$n" -ge 3 ] && [ "$n" -le 16 ] || die "--hosts: $n is not in 3..16"
 done
-[[ $rate =~ ^[0-9]+(k|m|g)bit$ ]] || die "--rate: expected a rate like 500mbit or 2gbit, got '$rate'"
+# the rate for n hosts: RATE, or the N=RATE entry (else the last entry's)
+rate_for() {
+	local e r=""
+	for e in ${rate//,/ }; do
+		case $e in "$1="*) echo "${e#*=}"; return ;; *=*) r=${e#*=} ;; *) r=$e ;; esac
+	done
+	echo "$r"
+}
+[[ $rate =~ ^([0-9]+=)?[0-9]+(k|m|g)bit(,([0-9]+=)?[0-9]+(k|m|g)bit)*$ ]] || die "--rate: expected a rate like 500mbit or 2gbit, or 4=300mbit,8=100mbit, got '$rate'"
 [[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die "--sizes: expected a list like 16M,128M, got '$sizes'"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: expected a positive number, got '$repeats'"
 for p in ${peers//,/ }; do
-	case $p in ring|mesh|openmpi) ;; *) die "--peers: unknown peer '$p'" ;; esac
+	case $p in ring|mesh|openmpi|raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
 done
 for l in ${limits//,/ }; do
 	case $l in rate|none) ;; *) die "--limits: rate or none, got '$l'" ;; esac
@@ -100,6 +120,11 @@ has_peer() { [[ ",$peers," == *",$1,"* ]]; }
 if has_peer mesh && ! "$bin/meshrun" --help 2>&1 | grep -q 'mesh_ips'; then
 	info "this build's meshrun knows no mesh backend (mesh_ips): skipping mesh"
 	peers=${peers//mesh/}
+	peers=${peers//raw/}
+fi
+if has_peer raw && [ ! -x "$bin/bench-tcp-raw" ]; then
+	info "$bin/bench-tcp-raw is not built: skipping raw"
+	peers=${peers//raw/}
 fi
 if has_peer openmpi && { [ ! -x "$bin/bench-ar-mpi" ] || ! command -v mpirun >/dev/null || ! command -v socat >/dev/null; }; then
 	info "Open MPI cannot be measured (bench-ar-mpi, mpirun or socat missing): skipping it"
@@ -109,6 +134,7 @@ fi
 mkdir -p "$out/logs" || die "cannot create $out"
 out=$(cd "$out" && pwd)
 : >"$out/raw.csv"
+echo "case,rate_bytes_per_s" >"$out/rates.csv" # never empty: the report reads it first
 
 export MESHSIM_STATE_DIR=$out/state
 name=bm$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n' | cut -c1-7)
@@ -128,7 +154,7 @@ trap 'exit 130' INT TERM
 {
 	echo "date: $(date -Is)"
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
-	echo "hosts: $hosts_list; rate per cable and direction: $rate (tc tbf); sizes: $sizes; repeats: $repeats"
+	echo "hosts: $hosts_list; rate per cable and direction: $rate (tc tbf, meshsim fault rate: a bucket of 10 ms at the rate, at least 64K; queue 100 ms); sizes: $sizes; repeats: $repeats"
 	echo "policy: every peer reno (each host namespace's default; libmeshrun's own) and a 512K send buffer (libmeshrun's default; Open MPI --mca btl_tcp_sndbuf 524288)"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	mpirun --version 2>/dev/null | head -1
@@ -230,7 +256,7 @@ run_ours() {
 	shift 3
 	log=$out/logs/$cs-$label
 	info "$cs: $label"
-	if "$bin/meshrun" --hostfile "$hf" --ssh-config "$cfg" -- "$bin/bench-ar-ours" \
+	if "$bin/meshrun" --hostfile "$hf" --ssh-config "$cfg" -- "$bin/${prog:-bench-ar-ours}" \
 		--sizes "$sizes" --repeats "$repeats" --label "$label" "$@" >"$log.out" 2>"$log.err" </dev/null; then
 		if [ "$label" = mesh ] && ! grep -q 'backend mesh' "$log.err"; then
 			info "$cs: the mesh run used $(grep -o 'backend [a-z-]*' "$log.err" | head -1): rows dropped"
@@ -269,12 +295,16 @@ for n in ${hosts_list//,/ }; do
 	cluster_up "mesh:$n"
 	for lim in ${limits//,/ }; do
 		cs=mesh$n-$lim
-		[ "$lim" = rate ] && set_rates "$rate"
+		[ "$lim" = rate ] && set_rates "$(rate_for "$n")" && echo "$cs,$(rate_bytes "$(rate_for "$n")")" >>"$out/rates.csv"
 		has_peer ring && run_ours "$cs" ring "$hf_ring"
 		# meshrun picks the mesh on a hostfile with mesh_ips; the program takes
 		# what the environment configures and says which (checked)
 		[ -n "$hf_mesh" ] && run_ours "$cs" mesh "$hf_mesh" --backend any
 		has_peer openmpi && run_mpi "$cs" "$n"
+		if has_peer raw && [ -n "$hf_mesh" ]; then
+			prog=bench-tcp-raw run_ours "$cs" mesh-raw "$hf_mesh" --mesh
+			prog=bench-tcp-raw run_ours "$cs" flow-raw "$hf_mesh" --mesh --pair
+		fi
 		[ "$lim" = rate ] && set_rates off
 	done
 	cluster_down
@@ -290,7 +320,7 @@ if [ "$stripe" = 1 ]; then
 	[ "$(jq '.hosts[0].ips | length' "$hf2")" = 2 ] || die "meshconfig gave $(jq -c '.hosts[0].ips' "$hf2") for two cables"
 	for lim in ${limits//,/ }; do
 		cs=hop-$lim
-		[ "$lim" = rate ] && set_rates "$rate"
+		[ "$lim" = rate ] && set_rates "$(rate_for 2)" && echo "$cs,$(rate_bytes "$(rate_for 2)")" >>"$out/rates.csv"
 		run_ours "$cs" two-cables "$hf2"
 		run_ours "$cs" one-cable "$hf1"
 		[ "$lim" = rate ] && set_rates off
@@ -300,7 +330,7 @@ fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
 
 # --- report ---
-awk -F, -v rb="$(rate_bytes "$rate")" -v rate="$rate" '
+awk -F, '
 function median(key,   n, i, j, v, a) {
 	n = cnt[key]
 	for (i = 1; i <= n; i++) a[i] = val[key, i]
@@ -311,6 +341,8 @@ function human(b) { return b >= 1048576 ? (b / 1048576) "M" : (b / 1024) "K" }
 function ms(t) { return t > 0 ? sprintf("%.1f", t * 1000) : "-" }
 function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
 function pct(a, b) { return (a > 0 && b > 0) ? sprintf("%.0f%%", 100 * a / b) : "-" }
+function rname(b) { return b >= 125000000 ? (b * 8 / 1e9) "gbit" : (b * 8 / 1e6) "mbit" }
+FNR == NR { rbs[$1] = $2; next }
 {
 	key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
 	if (!(key in cnt)) cnt[key] = 0
@@ -323,7 +355,7 @@ END {
 	nc = 0; for (c in cases) cl[++nc] = c
 	for (i = 2; i <= nc; i++) { v = cl[i]; for (j = i - 1; j >= 1 && cl[j] > v; j--) cl[j + 1] = cl[j]; cl[j + 1] = v }
 	for (i = 1; i <= nc; i++) {
-		c = cl[i]; n = cases[c]; lim = c ~ /-rate$/
+		c = cl[i]; n = cases[c]; lim = c ~ /-rate$/; rb = rbs[c]; rate = rname(rb)
 		if (c ~ /^hop/) {
 			printf "\n%s: 2 ranks, one hop over two cables vs one%s\n", c, lim ? " (each cable " rate ")" : " (unlimited)"
 			printf "%-6s %12s %12s %9s %14s\n", "size", "2 cables ms", "1 cable ms", "x 1 cable", "1-cable bound"
@@ -336,22 +368,26 @@ END {
 			continue
 		}
 		printf "\n%s: %d ranks on a full mesh%s\n", c, n, lim ? " (every cable " rate " per direction)" : " (unlimited cables)"
-		printf "%-6s %10s %10s %10s %9s %9s %10s %10s %8s %8s\n", "size", "ring ms", "mesh ms", "ompi ms",
-		       "mesh/ring", "ring/ompi", "bound ms", "ring bnd", "mesh %bd", "ring %rb"
+		printf "%-6s %10s %10s %10s %9s %9s %10s %10s %8s %8s %10s %9s %9s\n", "size", "ring ms", "mesh ms", "ompi ms",
+		       "mesh/ring", "ring/ompi", "bound ms", "ring bnd", "mesh %bd", "ring %rb", "raw ms", "mesh %raw", "flow %rt"
 		for (j = 1; j <= ns; j++) {
 			b = sl[j]
 			tr = median(c SUBSEP "ring" SUBSEP n SUBSEP b)
 			tm = median(c SUBSEP "mesh" SUBSEP n SUBSEP b)
 			to = median(c SUBSEP "openmpi" SUBSEP n SUBSEP b)
+			tw = median(c SUBSEP "mesh-raw" SUBSEP n SUBSEP b)
+			tf = median(c SUBSEP "flow-raw" SUBSEP n SUBSEP b)
 			bnd = 2 * b / (n * rb); rbnd = (n - 1) * b / (n * rb)
-			printf "%-6s %10s %10s %10s %9s %9s %10s %10s %8s %8s\n", human(b), ms(tr), ms(tm), ms(to),
+			printf "%-6s %10s %10s %10s %9s %9s %10s %10s %8s %8s %10s %9s %9s\n", human(b), ms(tr), ms(tm), ms(to),
 			       ratio(tr, tm), ratio(to, tr), lim ? ms(bnd) : "-", lim ? ms(rbnd) : "-",
-			       lim ? pct(bnd, tm) : "-", lim ? pct(rbnd, tr) : "-"
+			       lim ? pct(bnd, tm) : "-", lim ? pct(rbnd, tr) : "-", ms(tw), pct(tw, tm), lim ? pct(b / rb, tf) : "-"
 		}
 	}
 	print "\nms: median time of one all-reduce; mesh/ring and ring/ompi: speed-up (time ratio, >1 = first is faster);"
 	print "bound: 2(n-1)/n x size per rank over its n-1 cables; ring bnd: the same over the ring'"'"'s 2 cables;"
 	print "%bd / %rb: bound / time (TCP payload is ~95% of a tbf rate at MTU 1500)."
-}' "$out/raw.csv" | tee "$out/report.txt"
+	print "raw: plain TCP, 2S/n to and from every peer at once over the mesh cables (mesh-raw); mesh %raw: raw / mesh time;"
+	print "flow %rt: S/rate / the time of S each way over one cable alone (flow-raw): what TCP gets of one shaped cable."
+}' "$out/rates.csv" "$out/raw.csv" | tee "$out/report.txt"
 grep -E '^(policy|load)' "$out/env.txt"
 echo "results: $out (raw.csv report.txt env.txt logs/)"
