@@ -2,11 +2,17 @@
  * tcpmesh.c - the mesh backend over TCP (tcpmesh.h): init, the data engine,
  * the collectives.
  *
- * Engine: a collective is one or two mesh steps (mesh_plan.h); in a step
- * every peer gets one transfer (send a region, receive a region). A transfer
- * is cut into MR_MESH_CHUNK chunks and chunk c travels on cable c % K of that
- * peer, so K cables carry it side by side; each cable's bytes are simply its
- * chunks in order (both sides know the lengths: no framing). All sockets are
+ * Engine: a collective is one mesh step (mesh_plan.h); in a step every peer
+ * gets one transfer each way, of one or two regions in a row: the
+ * reduce-scatter's block, then (all-reduce) the all-gather's, so no rank
+ * waits at a step boundary for the slowest and every cable stays busy from
+ * the first byte to the last. A transfer is cut into chunks (step_chunk)
+ * and chunk c travels on cable c % K of that peer, so K cables carry it side
+ * by side; each cable's bytes are simply its chunks in order (both sides
+ * know the lengths: no framing). The own block's chunk c goes out to every
+ * peer once it is reduced; what arrives of the all-gather lands in place
+ * (block p's chunk c only after our own chunk c of block p went to p: p
+ * reduced it first). All sockets are
  * non-blocking and driven from one poll loop in the caller's thread; waiting
  * is only in poll(), which also watches the fail pipe (the control plane's
  * stall and abort detection, ring_p2p.c).
@@ -252,6 +258,12 @@ fail:
 
 /* ------------------------------------------------------------------ engine */
 
+/* A run of bytes one peer transfer sends or receives; chunks of s->chunk. */
+struct seg {
+	unsigned char *p;
+	size_t len, nch;
+};
+
 struct cab {
 	int fd;
 	size_t sj, so;   /* chunks sent on this cable, bytes of the current one */
@@ -260,13 +272,17 @@ struct cab {
 	unsigned char *slot; /* reduce: MR_MESH_DEPTH chunk buffers */
 };
 
+/*
+ * One peer's stream each way: segment 0 then segment 1, chunk i of the
+ * stream (segment 0's chunks first) on cable i % ncab. Receiving, segment 0
+ * lands in the reduce slots when the step reduces, else in place; segment 1
+ * always in place. Sending, segment 1 is the own block of a pipelined
+ * all-reduce: its chunk j leaves once the reduction has passed it.
+ */
 struct xfer {
 	int peer, ncab;
-	const unsigned char *src;
-	size_t slen;
-	unsigned char *dst;
-	size_t dlen;
-	size_t snch, rnch;  /* chunks each way */
+	struct seg snd[2], rcv[2];
+	size_t snch, rnch;  /* chunks each way, both segments */
 	struct cab cab[MR_MESH_MAX_CABLES];
 };
 
@@ -274,25 +290,41 @@ struct step {
 	struct mr_mesh *m;
 	struct xfer *x;
 	int nx;
-	bool reduce;
+	bool reduce;      /* segment 0's receives are reduced into red */
+	bool gate;        /* segment 1's sends wait for the reduction */
 	enum meshrun_dtype dt;
 	enum mr_op op;
 	size_t esz;
+	size_t chunk;     /* bytes per chunk, a multiple of every dtype size */
+	unsigned char *red; /* reduce: the own block */
+	size_t red_len;
 	size_t red_next;  /* reduce: next chunk of the own block to reduce */
 	size_t red_nch;   /* reduce: chunks of the own block */
 };
 
-static size_t nchunks(size_t bytes)
+static size_t nchunks(const struct step *s, size_t bytes)
 {
-	return (bytes + MR_MESH_CHUNK - 1) / MR_MESH_CHUNK;
+	return (bytes + s->chunk - 1) / s->chunk;
 }
 
-static size_t chunk_len(size_t total, size_t c)
+static size_t chunk_len(const struct step *s, size_t total, size_t c)
 {
-	return MR_MIN((size_t)MR_MESH_CHUNK, total - c * MR_MESH_CHUNK);
+	return MR_MIN(s->chunk, total - c * s->chunk);
 }
 
-/* Chunk index of cable k's j-th chunk. */
+/* Stream chunk i of x's segments sg: where it is and how long. */
+static unsigned char *stream_at(const struct step *s, const struct seg sg[2], size_t i, size_t *len,
+				int *which)
+{
+	int w = i >= sg[0].nch;
+	size_t c = w ? i - sg[0].nch : i;
+
+	*len = chunk_len(s, sg[w].len, c);
+	*which = w;
+	return sg[w].p + c * s->chunk;
+}
+
+/* Stream chunk index of cable k's j-th chunk. */
 static size_t chunk_of(const struct xfer *x, int k, size_t j)
 {
 	return (size_t)k + j * (size_t)x->ncab;
@@ -306,12 +338,22 @@ static bool cab_recv_pending(const struct step *s, const struct xfer *x, int k)
 	if (c >= x->rnch)
 		return false;
 	/* reduce: the slot must be free (its previous chunk reduced) */
-	return !s->reduce || c < s->red_next + (size_t)MR_MESH_DEPTH * (size_t)x->ncab;
+	return !s->reduce || c >= x->rcv[0].nch || c < s->red_next + (size_t)MR_MESH_DEPTH * (size_t)x->ncab;
 }
 
-static bool cab_send_pending(const struct xfer *x, int k)
+static bool cab_send_done(const struct xfer *x, int k)
 {
-	return chunk_of(x, k, x->cab[k].sj) < x->snch;
+	return chunk_of(x, k, x->cab[k].sj) >= x->snch;
+}
+
+static bool cab_send_pending(const struct step *s, const struct xfer *x, int k)
+{
+	size_t c = chunk_of(x, k, x->cab[k].sj);
+
+	if (c >= x->snch)
+		return false;
+	/* the own block's chunk leaves once reduced (pipelined all-reduce) */
+	return !s->gate || c < x->snd[0].nch || c - x->snd[0].nch < s->red_next;
 }
 
 static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *err)
@@ -320,9 +362,11 @@ static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 	struct mr_ring *r = &s->m->ctl;
 
 	while (!cb->rwait && cab_recv_pending(s, x, k)) {
-		size_t c = chunk_of(x, k, cb->rj), len = chunk_len(x->dlen, c);
-		unsigned char *dst = s->reduce ? cb->slot + (cb->rj % MR_MESH_DEPTH) * MR_MESH_CHUNK
-					       : x->dst + c * MR_MESH_CHUNK;
+		size_t len;
+		int w;
+		unsigned char *dst = stream_at(s, x->rcv, chunk_of(x, k, cb->rj), &len, &w);
+		if (s->reduce && w == 0)
+			dst = cb->slot + (cb->rj % MR_MESH_DEPTH) * s->chunk;
 		ssize_t n = recv(cb->fd, dst + cb->ro, len - cb->ro, MSG_DONTWAIT);
 		if (n == 0)
 			return mr_ring_fail(r, err, "rank %d (%s) closed the connection", x->peer, mr_ring_peer_addr(r, x->peer));
@@ -349,9 +393,11 @@ static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 	struct cab *cb = &x->cab[k];
 	struct mr_ring *r = &s->m->ctl;
 
-	while (!cb->swait && cab_send_pending(x, k)) {
-		size_t c = chunk_of(x, k, cb->sj), len = chunk_len(x->slen, c);
-		ssize_t n = mr_ring_send_some(cb->fd, x->src + c * MR_MESH_CHUNK + cb->so, len - cb->so);
+	while (!cb->swait && cab_send_pending(s, x, k)) {
+		size_t len;
+		int w;
+		const unsigned char *src = stream_at(s, x->snd, chunk_of(x, k, cb->sj), &len, &w);
+		ssize_t n = mr_ring_send_some(cb->fd, src + cb->so, len - cb->so);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				cb->swait = true;
@@ -370,7 +416,7 @@ static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 	return 0;
 }
 
-/* Has peer transfer x received chunk c completely? */
+/* Has peer transfer x received chunk c of segment 0 completely? */
 static bool have_chunk(const struct xfer *x, size_t c)
 {
 	int k = (int)(c % (size_t)x->ncab);
@@ -379,23 +425,26 @@ static bool have_chunk(const struct xfer *x, size_t c)
 }
 
 /* Reduce every chunk that all peers delivered, peers in ascending order. */
-static void reduce_ready(struct step *s)
+static bool reduce_ready(struct step *s)
 {
+	size_t before = s->red_next;
+
 	while (s->red_next < s->red_nch) {
 		size_t c = s->red_next;
 		for (int i = 0; i < s->nx; i++)
 			if (!have_chunk(&s->x[i], c))
-				return;
-		unsigned char *acc = s->x[0].dst + c * MR_MESH_CHUNK;
-		size_t n = chunk_len(s->x[0].dlen, c) / s->esz;
+				return s->red_next != before;
+		unsigned char *acc = s->red + c * s->chunk;
+		size_t n = chunk_len(s, s->red_len, c) / s->esz;
 		for (int i = 0; i < s->nx; i++) {
 			const struct xfer *x = &s->x[i];
 			const struct cab *cb = &x->cab[c % (size_t)x->ncab];
 			size_t j = c / (size_t)x->ncab;
-			mr_reduce(s->op, s->dt, acc, cb->slot + (j % MR_MESH_DEPTH) * MR_MESH_CHUNK, n);
+			mr_reduce(s->op, s->dt, acc, cb->slot + (j % MR_MESH_DEPTH) * s->chunk, n);
 		}
 		s->red_next++;
 	}
+	return s->red_next != before;
 }
 
 static bool step_busy(const struct step *s)
@@ -405,7 +454,7 @@ static bool step_busy(const struct step *s)
 	for (int i = 0; i < s->nx; i++)
 		for (int k = 0; k < s->x[i].ncab; k++)
 			if (chunk_of(&s->x[i], k, s->x[i].cab[k].rj) < s->x[i].rnch ||
-			    cab_send_pending(&s->x[i], k))
+			    !cab_send_done(&s->x[i], k))
 				return true;
 	return false;
 }
@@ -426,12 +475,9 @@ static int step_run(struct step *s, struct meshrun_err *err)
 			}
 		if (rc < 0)
 			return rc;
-		if (s->reduce) {
-			size_t before = s->red_next;
-			reduce_ready(s);
-			if (s->red_next != before)
-				continue; /* slots freed: receive more before waiting */
-		}
+		/* slots freed or own chunks ready to send: move more before waiting */
+		if (s->reduce && reduce_ready(s))
+			continue;
 		if (!step_busy(s))
 			return 0;
 		int np = 0;
@@ -439,7 +485,7 @@ static int step_run(struct step *s, struct meshrun_err *err)
 			for (int k = 0; k < s->x[i].ncab; k++) {
 				struct xfer *x = &s->x[i];
 				short ev = (short)((cab_recv_pending(s, x, k) ? POLLIN : 0) |
-						   (cab_send_pending(x, k) ? POLLOUT : 0));
+						   (cab_send_pending(s, x, k) ? POLLOUT : 0));
 				m->pfd[np++] = (struct pollfd){ .fd = ev ? x->cab[k].fd : -1, .events = ev };
 			}
 		m->pfd[np++] = (struct pollfd){ .fd = r->fail_pipe[0], .events = POLLIN };
@@ -461,43 +507,79 @@ static int step_run(struct step *s, struct meshrun_err *err)
 }
 
 /*
- * One mesh step over buf: blocks of bytes (block b at boff[b], blen[b] bytes);
- * reduce (reduce-scatter) or copy (all-gather), schedule from mesh_plan.h.
- * dst_all: NULL, or for the direct all-reduce the gather buffer (block p of
- * blen[0] bytes at dst_all + p * blen[0]) with every peer sent the whole buf.
+ * Chunk size of a step whose largest block is blk bytes: MR_MESH_CHUNK, or
+ * for smaller blocks about a quarter of one (at least MR_MESH_CHUNK_MIN), so
+ * a pipelined all-reduce forwards its first reduced chunks while the rest of
+ * the block still arrives. A multiple of 4096 (of every dtype size).
+ */
+static size_t step_chunk(size_t blk)
+{
+	size_t c = blk / 4;
+
+	c = (c + 4095) & ~(size_t)4095;
+	return MR_MAX((size_t)MR_MESH_CHUNK_MIN, MR_MIN(c, (size_t)MR_MESH_CHUNK));
+}
+
+enum step_kind {
+	STEP_REDUCE_SCATTER, /* send block p to p, reduce what comes into block rank */
+	STEP_ALL_GATHER,     /* send block rank to all, block p from p in place */
+	STEP_ALL_REDUCE,     /* both, the own block's chunks forwarded once reduced */
+	STEP_DIRECT,         /* send the whole buf to all, peer p's into dst_all + p * len */
+};
+
+/*
+ * One mesh step over buf: blocks of bytes (block b at boff[b], blen[b] bytes),
+ * schedule from mesh_plan.h. dst_all: STEP_DIRECT's gather buffer (block p of
+ * blen[0] bytes at dst_all + p * blen[0]), every peer sent the whole buf.
  */
 static int mesh_step(struct mr_mesh *m, unsigned char *buf, const size_t *boff, const size_t *blen,
-		     bool reduce, enum meshrun_dtype dt, enum mr_op op, unsigned char *dst_all,
+		     enum step_kind kind, enum meshrun_dtype dt, enum mr_op op, unsigned char *dst_all,
 		     struct meshrun_err *err)
 {
 	struct mr_ring *r = &m->ctl;
 	struct xfer *x = calloc((size_t)r->size, sizeof(*x));
-	struct step s = { m, x, 0, reduce, dt, op, mr_dtype_size((int)dt), 0, 0 };
-	size_t slot = 0;
+	bool reduce = kind == STEP_REDUCE_SCATTER || kind == STEP_ALL_REDUCE;
+	struct step s = { .m = m, .x = x, .reduce = reduce, .gate = kind == STEP_ALL_REDUCE, .dt = dt,
+			  .op = op, .esz = mr_dtype_size((int)dt) };
+	size_t slot = 0, maxblk = 0;
 	int rc;
 
 	if (!x)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	for (int b = 0; b < r->size; b++)
+		maxblk = MR_MAX(maxblk, blen[b]);
+	s.chunk = step_chunk(maxblk);
 	s.nx = mr_mesh_blocks(r->rank, r->size, reduce, m->plan);
 	for (int i = 0; i < s.nx; i++) {
 		const struct mr_mesh_xfer *pl = &m->plan[i];
 		struct xfer *t = &x[i];
 		t->peer = pl->peer;
 		t->ncab = m->ncab[pl->peer];
-		t->src = buf + boff[pl->sblk];
-		t->slen = blen[pl->sblk];
-		t->dst = dst_all ? dst_all + (size_t)pl->peer * blen[0] : buf + boff[pl->rblk];
-		t->dlen = blen[pl->rblk];
-		t->snch = nchunks(t->slen);
-		t->rnch = nchunks(t->dlen);
+		t->snd[0] = (struct seg){ buf + boff[pl->sblk], blen[pl->sblk], 0 };
+		t->rcv[0] = (struct seg){ dst_all ? dst_all + (size_t)pl->peer * blen[0] : buf + boff[pl->rblk],
+					  blen[pl->rblk], 0 };
+		if (kind == STEP_ALL_REDUCE) {
+			/* then the all-gather: the own block out, the peer's block in */
+			t->snd[1] = (struct seg){ buf + boff[r->rank], blen[r->rank], 0 };
+			t->rcv[1] = (struct seg){ buf + boff[pl->peer], blen[pl->peer], 0 };
+		}
+		for (int w = 0; w < 2; w++) {
+			t->snd[w].nch = nchunks(&s, t->snd[w].len);
+			t->rcv[w].nch = nchunks(&s, t->rcv[w].len);
+		}
+		t->snch = t->snd[0].nch + t->snd[1].nch;
+		t->rnch = t->rcv[0].nch + t->rcv[1].nch;
 		for (int k = 0; k < t->ncab; k++) {
 			t->cab[k].fd = m->fd[pl->peer][k];
 			t->cab[k].slot = m->slots + slot * MR_MESH_DEPTH * MR_MESH_CHUNK;
 			slot++;
 		}
 	}
-	if (reduce)
-		s.red_nch = nchunks(blen[r->rank]);
+	if (reduce) {
+		s.red = buf + boff[r->rank];
+		s.red_len = blen[r->rank];
+		s.red_nch = nchunks(&s, s.red_len);
+	}
 	rc = step_run(&s, err);
 	free(x);
 	return rc;
@@ -526,7 +608,7 @@ static int mesh_all_reduce(struct meshrun_group *g, void *vbuf, size_t count, en
 			off[i] = 0;
 			len[i] = bytes;
 		}
-		rc = mesh_step(m, buf, off, len, false, dt, op, m->small, err);
+		rc = mesh_step(m, buf, off, len, STEP_DIRECT, dt, op, m->small, err);
 		if (rc == 0) {
 			memcpy(m->small + (size_t)g->rank * bytes, buf, bytes);
 			memcpy(buf, m->small, bytes);
@@ -542,9 +624,7 @@ static int mesh_all_reduce(struct meshrun_group *g, void *vbuf, size_t count, en
 		off[i] = o * esz;
 		len[i] = c * esz;
 	}
-	rc = mesh_step(m, buf, off, len, true, dt, op, NULL, err);
-	if (rc == 0)
-		rc = mesh_step(m, buf, off, len, false, dt, op, NULL, err);
+	rc = mesh_step(m, buf, off, len, STEP_ALL_REDUCE, dt, op, NULL, err);
 	free(off);
 	return rc;
 }
@@ -566,7 +646,7 @@ static int mesh_reduce_scatter(struct meshrun_group *g, void *buf, size_t count,
 		off[i] = i * count * esz;
 		off[n + i] = count * esz;
 	}
-	rc = mesh_step(m, buf, off, off + n, true, dt, op, NULL, err);
+	rc = mesh_step(m, buf, off, off + n, STEP_REDUCE_SCATTER, dt, op, NULL, err);
 	free(off);
 	return rc;
 }
@@ -587,7 +667,7 @@ static int mesh_all_gather(struct meshrun_group *g, void *buf, size_t bytes, str
 		off[i] = i * bytes;
 		off[n + i] = bytes;
 	}
-	rc = mesh_step(m, buf, off, off + n, false, MESHRUN_UINT8, MR_OP_SUM, NULL, err);
+	rc = mesh_step(m, buf, off, off + n, STEP_ALL_GATHER, MESHRUN_UINT8, MR_OP_SUM, NULL, err);
 	free(off);
 	return rc;
 }

@@ -24,8 +24,10 @@
  * cables, so a ring connection or another job is refused (coll/conn.c).
  *
  * Progress: the caller's thread moves all data from one poll loop over every
- * peer's connections; transfers are cut into MR_MESH_CHUNK chunks, chunk c on
- * cable c % K of that peer. The ring's progress thread (ring_p2p.c) runs the
+ * peer's connections; transfers are cut into chunks (MR_MESH_CHUNK, or a
+ * quarter of a smaller block but at least MR_MESH_CHUNK_MIN), chunk c on
+ * cable c % K of that peer. An all-reduce is one pipelined step: each chunk
+ * of the own block goes out to every peer as soon as it is reduced. The ring's progress thread (ring_p2p.c) runs the
  * control lanes, one per peer: heartbeats and the stall timeout
  * (MESHRUN_TIMEOUT), send/recv messages (direct, no forwarding), and the
  * abort notice every peer gets when the group fails.
@@ -41,7 +43,8 @@
 
 #define MR_MESH_HELLO_TAG 0x4d534800u /* "MSH\0" + number of cables */
 #define MR_MESH_MAX_CABLES 16
-#define MR_MESH_CHUNK (256u << 10)
+#define MR_MESH_CHUNK (256u << 10)     /* chunk of a large transfer */
+#define MR_MESH_CHUNK_MIN (32u << 10)  /* the smallest: a quarter block, at least this */
 #define MR_MESH_DEPTH 4 /* chunks a peer may run ahead per cable while reducing */
 
 struct mr_mesh_hosts {
