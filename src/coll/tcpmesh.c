@@ -38,6 +38,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define MR_MESH_TILE (16u << 10) /* reduce tile: a multiple of every dtype size */
+
 struct mr_mesh {
 	struct mr_ring ctl;        /* control plane: env, lanes, progress thread, failure */
 	struct mr_mesh_hosts hosts;
@@ -434,13 +436,18 @@ static bool reduce_ready(struct step *s)
 		for (int i = 0; i < s->nx; i++)
 			if (!have_chunk(&s->x[i], c))
 				return s->red_next != before;
-		unsigned char *acc = s->red + c * s->chunk;
-		size_t n = chunk_len(s, s->red_len, c) / s->esz;
-		for (int i = 0; i < s->nx; i++) {
-			const struct xfer *x = &s->x[i];
-			const struct cab *cb = &x->cab[c % (size_t)x->ncab];
-			size_t j = c / (size_t)x->ncab;
-			mr_reduce(s->op, s->dt, acc, cb->slot + (j % MR_MESH_DEPTH) * s->chunk, n);
+		size_t len = chunk_len(s, s->red_len, c);
+		/* tile by tile, every peer's input into a tile while it is in the
+		 * first-level cache: the same order per element as chunk by chunk */
+		for (size_t t = 0; t < len; t += MR_MESH_TILE) {
+			unsigned char *acc = s->red + c * s->chunk + t;
+			size_t n = MR_MIN((size_t)MR_MESH_TILE, len - t) / s->esz;
+			for (int i = 0; i < s->nx; i++) {
+				const struct xfer *x = &s->x[i];
+				const struct cab *cb = &x->cab[c % (size_t)x->ncab];
+				size_t j = c / (size_t)x->ncab;
+				mr_reduce(s->op, s->dt, acc, cb->slot + (j % MR_MESH_DEPTH) * s->chunk + t, n);
+			}
 		}
 		s->red_next++;
 	}
