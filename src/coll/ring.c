@@ -210,6 +210,8 @@ struct chan {
 	int slice;             /* which slice of each segment (mr_ring_packet's c) */
 	unsigned char *tmp;    /* reduce-scatter receive buffer */
 	bool rwait, swait;     /* recv/send hit EAGAIN: wait for poll() to say ready */
+	size_t rwant;          /* bytes the packet being received still lacks (at EAGAIN) */
+	int lowat;             /* SO_RCVLOWAT set on rfd (1: the default) */
 };
 
 struct run {
@@ -252,6 +254,7 @@ static int chan_recv(struct run *u, struct chan *c, int ci, struct meshrun_err *
 			if (n < 0) {
 				if (errno == EAGAIN || errno == EWOULDBLOCK) {
 					c->rwait = true;
+					c->rwant = len - c->ro;
 					return 0;
 				}
 				if (errno == EINTR)
@@ -320,6 +323,32 @@ static void chan_init(const struct mr_ring *r, struct chan *h, int conn, int dir
 	h->speer = dir > 0 ? left : right;
 	h->m = m;
 	h->slice = slice;
+	h->lowat = 1;
+}
+
+/*
+ * Wake for a whole packet, not for every segment of it: with SO_RCVLOWAT at
+ * what the packet still lacks (at most MR_RING_LOWAT_MAX), poll() reports the
+ * socket readable once that much has arrived (or EOF, or an error), so a rank
+ * sleeps once per packet instead of once per burst of segments. On a loaded
+ * machine every sleep costs a wait for the processor. The receive is copied
+ * out whole and then reduced either way, so nothing is lost by waking later.
+ * A kernel that refuses the option keeps waking early, which is only slower.
+ */
+static void chan_lowat(struct chan *c, int want)
+{
+	if (want == c->lowat)
+		return;
+	if (setsockopt(c->rfd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+		c->lowat = want;
+}
+
+/* Back to the default on the way out: the next user of the socket (another
+ * collective, the small paths' swaps) waits for single bytes again. */
+static void chans_lowat_reset(struct chan *ch, int nch)
+{
+	for (int c = 0; c < nch; c++)
+		chan_lowat(&ch[c], 1);
 }
 
 /*
@@ -328,7 +357,7 @@ static void chan_init(const struct mr_ring *r, struct chan *h, int conn, int dir
  * on small buffers the wasted recv()/send() calls were a measurable part of
  * the latency.
  */
-static int drive(struct run *u, struct chan *ch, int nch, struct meshrun_err *err)
+static int drive_loop(struct run *u, struct chan *ch, int nch, struct meshrun_err *err)
 {
 	struct mr_ring *r = u->r;
 	struct pollfd pfd[2 * MR_RING_MAX_CHAN + 1];
@@ -350,6 +379,8 @@ static int drive(struct run *u, struct chan *ch, int nch, struct meshrun_err *er
 		for (int c = 0; c < nch; c++) {
 			struct chan *h = &ch[c];
 			if (h->ri < h->m) {
+				if (h->rwait)
+					chan_lowat(h, (int)MR_MIN(MR_MAX(h->rwant, (size_t)1), (size_t)MR_RING_LOWAT_MAX));
 				wake[np] = &h->rwait;
 				pfd[np++] = (struct pollfd){ .fd = h->rfd, .events = POLLIN };
 				busy = true;
@@ -376,6 +407,14 @@ static int drive(struct run *u, struct chan *ch, int nch, struct meshrun_err *er
 		if (rc < 0)
 			return rc;
 	}
+}
+
+static int drive(struct run *u, struct chan *ch, int nch, struct meshrun_err *err)
+{
+	int rc = drive_loop(u, ch, nch, err);
+
+	chans_lowat_reset(ch, nch);
+	return rc;
 }
 
 /* Run steps [s0, s0+nsteps) of the layout over buf, on all its channels. */

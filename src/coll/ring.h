@@ -54,6 +54,9 @@
  */
 #define MR_RING_PAIR_PKT_MIN (128u << 10)
 #define MR_RING_PAIR_PKT_DIV 8
+/* The most a receiver waits for before poll() wakes it (SO_RCVLOWAT, ring.c):
+ * a packet or this much of it. */
+#define MR_RING_LOWAT_MAX (512u << 10)
 #define MR_RING_MAX_CHAN 128 /* channels per collective, whatever nconn is */
 /*
  * All-reduces that skip the layout (ring.c, mr_ring_small_limit): at most
