@@ -37,10 +37,10 @@ double now()
 	return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
 }
 
-// Same as bench_iters() in bench_common.c.
+// Same as bench_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB).
 int iters_for(size_t bytes)
 {
-	size_t it = (size_t(16) << 20) / bytes;
+	size_t it = (size_t(64) << 20) / bytes;
 	if (it < 1)
 		it = 1;
 	if (it > 50)

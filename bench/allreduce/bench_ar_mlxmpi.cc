@@ -88,9 +88,9 @@ double now() {
   return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
 }
 
-// Same as bench_iters() in bench_common.c.
+// Same as bench_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB).
 int iters_for(size_t bytes) {
-  size_t it = (size_t(16) << 20) / bytes;
+  size_t it = (size_t(64) << 20) / bytes;
   return int(it < 1 ? 1 : it > 50 ? 50 : it);
 }
 

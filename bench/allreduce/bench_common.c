@@ -35,7 +35,7 @@ int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_
 
 int bench_iters(size_t bytes)
 {
-	size_t it = ((size_t)16 << 20) / bytes;
+	size_t it = (size_t)BENCH_ROUND_BYTES / bytes;
 
 	return (int)MR_MAX((size_t)1, MR_MIN(it, (size_t)50));
 }
