@@ -12,6 +12,7 @@
 # The tables go to stdout and to chaos-SEED.txt, chaos-jaccl-SEED.txt and
 # (both and the merged summary) chaos-all-SEED.txt here.
 #   bench/chaos/run.sh BIN_DIR [--jobs N] [--seed N] [--jaccl N] [chaos.sh options...]
+# (--jobs 0: the jaccl part only; --jaccl 0: the meshsim part only)
 # Root; takes the machine's netns lock itself for the meshsim part. Expect
 # ~1-2 minutes per 20 meshsim jobs, ~1 minute per jaccl job.
 set -u
@@ -33,10 +34,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 echo "# bench/chaos: seed $SEED, $JOBS jobs, backends $backends; $JACCL jaccl jobs in the rxe guest"
-flock /tmp/meshrun-ns.lock env MESHRUN_SOURCE_DIR="$SRC" "$SRC/tests/chaos/chaos.sh" "$BIN" \
+rc=0
+# --jobs 0: the jaccl part only
+[ "$JOBS" -gt 0 ] && { flock /tmp/meshrun-ns.lock env MESHRUN_SOURCE_DIR="$SRC" "$SRC/tests/chaos/chaos.sh" "$BIN" \
 	--seed "$SEED" --jobs "$JOBS" --backends "$backends" --max-size 128K --job-timeout 15 \
-	--table "chaos-$SEED.txt" "${args[@]}"
-rc=$?
+	--table "chaos-$SEED.txt" "${args[@]}"; rc=$?; }
 [ "$JACCL" -gt 0 ] || exit $rc
 "$SRC/tests/chaos/chaos_jaccl.sh" "$BIN" --seed "$SEED" --jobs "$JACCL" --table "chaos-jaccl-$SEED.txt"
 jrc=$?

@@ -3,7 +3,8 @@
 # soft-RoCE QEMU guest (scripts/rxe-guest.sh) and runs jaccl_guest.sh in it
 # (jaccl jobs over 12 rxe devices, one seeded fault per job; see there). Its
 # rows and summary are chaos.sh's (chaos_lib.sh); the table is copied to
-# --table FILE. Not in the test command: the guest is emulated (TCG), a job
+# --table FILE, and to FILE minus .txt plus .named the lines of each failed
+# job's stderr that name its fault. Not in the test command: the guest is emulated (TCG), a job
 # takes 20-60 s. bench/chaos/run.sh --jaccl N runs it after the meshsim part.
 #
 #   chaos_jaccl.sh BIN_DIR [--workdir DIR] [--table FILE] [--jobs N] [--seed N]
@@ -47,6 +48,10 @@ rc=$?
 case $rc in
 	102|103) echo "skip: no QEMU or no guest kernel with rdma_rxe could be installed (rxe-guest.sh exit $rc)"; exit 77 ;;
 esac
-[ -z "$TABLE" ] || [ ! -s "$WORK/jaccl-table.txt" ] || cp "$WORK/jaccl-table.txt" "$TABLE"
+# the table, and beside it what each failed job's stderr said about its fault
+if [ -n "$TABLE" ] && [ -s "$WORK/jaccl-table.txt" ]; then
+	cp "$WORK/jaccl-table.txt" "$TABLE"
+	cp "$WORK/jaccl-table.named" "${TABLE%.txt}.named" 2>/dev/null
+fi
 [ $rc = 0 ] || echo "guest files kept for a look: $WORK (serial.log)"
 exit $rc

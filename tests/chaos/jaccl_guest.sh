@@ -249,6 +249,14 @@ run_job() {
 	esac
 	[ -n "$ARG" ] && target="$target $ARG"
 	bn=jaccl; [ "$B" = jaccl-ring ] && bn=jring
+	# what a failed job said about its fault, next to the table: the lines naming it
+	if [ -n "$TABLE" ] && [ "$rc" != 0 ]; then
+		local l k=0
+		{
+			echo "== job $j ($bn $F $target, exit $rc): lines matching /$names/"
+			while IFS= read -r l && [ $k -lt 8 ]; do [[ $l =~ $names ]] && { echo "  ${l:0:240}"; k=$((k + 1)); }; done <"$T/err"
+		} >>"${TABLE%.txt}.named"
+	fi
 	chaos_row "$j" "$js" rxe4 "$bn" "$target" "$WHEN" "$rc" "$el" "$exit_left" "$T/err"
 }
 
@@ -264,6 +272,7 @@ main() {
 		echo "# a clean $b job: ${C_BASE[$b]} ms"
 	done
 	[ -z "$TABLE" ] || : >"$TABLE"
+	[ -z "$TABLE" ] || : >"${TABLE%.txt}.named"
 	row "# seed $SEED (jaccl, rxe guest)"
 	row "$CHAOS_HEADER"
 	seed_rng "$SEED"
