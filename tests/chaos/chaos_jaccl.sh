@@ -38,6 +38,10 @@ for p in meshrun meshrun-allreduce-test; do
 done
 mkdir -p "$WORK"
 WORK=$(readlink -f "$WORK")
+[ -z "$TABLE" ] || TABLE=$(readlink -f "$TABLE")
+# the guest starts the command in our directory, which it cannot see when it
+# is under /tmp (a tmpfs there): start from the work directory, always shared
+cd "$WORK" || exit 2
 rm -f "$WORK/jaccl-table.txt"
 # --share: the guest mounts a tmpfs over /tmp, so a build or checkout under
 # /tmp would be hidden from it
