@@ -294,6 +294,8 @@ static int gate_read(struct mr_jaccl_side *s, struct gate_conn *c, struct mr_hel
 	return mr_jaccl_side_check_hello(s, h, e) < 0 ? -1 : 1;
 }
 
+static void answer_abort(struct mr_jaccl_side *s, const char *msg);
+
 /* Rank 0: accept until every other rank said a valid hello. */
 static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t deadline,
 		 struct meshrun_err *err)
@@ -325,7 +327,16 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		int left = mr_ms_left(deadline);
 		int64_t now = mr_now_ms();
 		if (left == 0) {
-			rc = mr_err_set(err, MESHRUN_E_TIMEOUT, "jaccl: rank 0: only %d of %d ranks connected to the coordinator '%s' within the timeout%s%s", have + 1, s->size, a->text, last[0] ? "; last refused: " : "", last);
+			/* name who is missing (a rank stopped or slow before it
+			 * connected), and tell the ranks that did connect, which
+			 * would otherwise only see rank 0 go away */
+			char miss[160] = "";
+			size_t off = 0;
+			for (int r = 1; r < s->size && off < sizeof(miss); r++)
+				if (s->fd[r] < 0)
+					off += (size_t)snprintf(miss + off, sizeof(miss) - off, "%s%d", off ? ", " : "", r);
+			rc = mr_err_set(err, MESHRUN_E_TIMEOUT, "jaccl: rank 0: only %d of %d ranks connected to the coordinator '%s' within the timeout (missing: rank %s)%s%s", have + 1, s->size, a->text, miss, last[0] ? "; last refused: " : "", last);
+			answer_abort(s, err->msg);
 			goto out;
 		}
 		pfd[0] = (struct pollfd){ lfd, POLLIN, 0 };

@@ -77,6 +77,7 @@ struct rank_arg {
 	char got[64];
 	const char *fail;   /* join the first all-gather as this failure */
 	int fail_round;     /* ... in round 0 (addresses) or 1 (barrier) */
+	int timeout_ms;     /* 0: 5000 */
 };
 
 static void *rank_main(void *p)
@@ -87,7 +88,8 @@ static void *rank_main(void *p)
 	struct mr_jaccl_blob *all = NULL;
 	char mine[16];
 
-	a->rc = mr_jaccl_side_open(&s, a->rank, a->size, a->coord, a->token, strlen(a->token), 5000, &err);
+	a->rc = mr_jaccl_side_open(&s, a->rank, a->size, a->coord, a->token, strlen(a->token),
+				   a->timeout_ms ? a->timeout_ms : 5000, &err);
 	if (a->rc == 0 && a->fail && a->fail_round == 0) {
 		mr_jaccl_side_fail(&s, a->fail);
 		mr_jaccl_side_close(&s);
@@ -143,6 +145,35 @@ static void test_star_allgather(void **state)
 			fail_msg("rank %d: %s", r, a[r].msg);
 		assert_string_equal(a[r].got, "r0r1r2r3");
 	}
+}
+
+/* A rank that never connects (stopped before it did): rank 0 names it when
+ * its wait ends, and the rank that did connect hears that from rank 0 rather
+ * than "Connection reset by peer" (seen in the jaccl chaos campaign). */
+static void test_missing_rank_named(void **state)
+{
+	struct rank_arg a[2];
+	pthread_t t[2];
+	int port = free_port();
+
+	(void)state;
+	memset(a, 0, sizeof(a));
+	for (int r = 0; r < 2; r++) {
+		a[r].rank = r;
+		a[r].size = 3; /* rank 2 never comes */
+		a[r].token = "job-1";
+		a[r].timeout_ms = r ? 4000 : 600;
+		snprintf(a[r].coord, sizeof(a[r].coord), "127.0.0.1:%d", port);
+		assert_int_equal(pthread_create(&t[r], NULL, rank_main, &a[r]), 0);
+	}
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	assert_int_equal(a[0].rc, MESHRUN_E_TIMEOUT);
+	if (!strstr(a[0].msg, "only 2 of 3 ranks connected") || !strstr(a[0].msg, "(missing: rank 2)"))
+		fail_msg("rank 0: %s", a[0].msg);
+	assert_int_not_equal(a[1].rc, 0);
+	if (!strstr(a[1].msg, "(missing: rank 2)"))
+		fail_msg("rank 1: %s", a[1].msg);
 }
 
 static void test_foreign_refused(void **state)
@@ -376,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_hello_and_frame_checks),
 		cmocka_unit_test(test_slow_and_hostile_clients),
 		cmocka_unit_test(test_star_allgather),
+		cmocka_unit_test(test_missing_rank_named),
 		cmocka_unit_test(test_foreign_refused),
 		cmocka_unit_test(test_setup_failure_reaches_everyone),
 		cmocka_unit_test(test_bad_coordinator),
