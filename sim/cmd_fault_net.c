@@ -154,19 +154,23 @@ static void nft_chain(const char *prefix, const char *ifn, char *out, size_t len
 /* ------------------------------------------------------------------ loss */
 
 /*
- * loss: PCT% of what that end sends is dropped at random (nftables: a netdev
- * egress chain with numgen random, as netem's loss drops on egress), so the
- * kernel needs no sch_netem.
+ * loss: PCT% of what that end sends is dropped at random (nftables: numgen
+ * random, so the kernel needs no sch_netem), where the cable's other end
+ * receives it: a netdev ingress chain in the other host. Not on the sender's
+ * egress: a packet dropped there fails the sender's own transmit
+ * (NET_XMIT_DROP), which its TCP takes for a local hiccup and sends again as
+ * new data, never counted as a retransmission; a lossy cable drops on the
+ * wire, after the sender's stack let go of the packet, as ingress does.
  */
 int mr_simf_loss(struct fault_ctx *f, const char *port, const char *pct_s,
 		      struct meshrun_err *err)
 {
 	const struct mr_sim_cluster *c = f->st->cluster;
 	unsigned pct;
-	size_t h, ci;
+	size_t h, ci, rh;
 	int side, rc;
 	char chain[40], shown[16], *key, *script = NULL, *line = NULL, *what;
-	const char *ifn;
+	const char *ifn, *rif;
 
 	rc = mr_sim_parse_pct(pct_s, &pct, err);
 	if (rc == 0)
@@ -174,25 +178,27 @@ int mr_simf_loss(struct fault_ctx *f, const char *port, const char *pct_s,
 	if (rc < 0)
 		return rc;
 	ifn = side ? c->cables[ci].b_if : c->cables[ci].a_if;
+	rh = side ? c->cables[ci].a : c->cables[ci].b; /* the receiving end */
+	rif = side ? c->cables[ci].a_if : c->cables[ci].b_if;
 	key = xasprintf("loss %s:%s", c->hosts[h].name, ifn);
 	if (!pct && !mr_simf_find(f, key, NULL)) {
 		free(key);
 		return 0;
 	}
-	nft_chain("loss_", ifn, chain, sizeof(chain));
+	nft_chain("loss_", rif, chain, sizeof(chain));
 	if (pct)
 		script = xasprintf("add table netdev meshsim_loss; "
-				   "add chain netdev meshsim_loss %s { type filter hook egress device \"%s\" priority 0; }; "
+				   "add chain netdev meshsim_loss %s { type filter hook ingress device \"%s\" priority 0; }; "
 				   "flush chain netdev meshsim_loss %s; "
 				   "add rule netdev meshsim_loss %s numgen random mod 10000 < %u counter drop",
-				   chain, ifn, chain, chain, pct);
+				   chain, rif, chain, chain, pct);
 	else
 		script = xasprintf("delete chain netdev meshsim_loss %s", chain);
 	what = xasprintf("loss on '%s'", port);
 	if (pct)
-		rc = nft_probe(f, h, what, script, err);
+		rc = nft_probe(f, rh, what, script, err);
 	if (rc == 0)
-		rc = nft_run(f, h, script, false, NULL, err);
+		rc = nft_run(f, rh, script, false, NULL, err);
 	mr_sim_fmt_pct(pct, shown, sizeof(shown));
 	line = xasprintf("%s %s (sent by that end)", key, shown);
 	if (rc == 0)

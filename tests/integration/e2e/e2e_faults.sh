@@ -110,7 +110,10 @@ else
 	check "status lists the loss" in_status "^  loss $PORT 5%"
 	ring loss 5 40 "${SIZE[@]}"
 	check "with 5% loss the job succeeded or failed within its timeout (exit codes $RC)" ok_or_failed
-	drops=$(ip netns exec "$N-${PORT%%:*}" nft list table netdev meshsim_loss | awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }')
+	# dropped where the cable's other end receives (meshsim: netdev ingress there)
+	drops=$(for ns in $(ip netns list | awk -v p="$N-" 'index($1, p) == 1 { print $1 }'); do
+		ip netns exec "$ns" nft list table netdev meshsim_loss 2>/dev/null; done |
+		awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") s += $(i + 1) } END { print s + 0 }')
 	echo "# loss: ${drops:-?} packets dropped"
 	check "packets of that end were dropped (${drops:-none})" test "${drops:-0}" -gt 0
 	check "fault loss $PORT 0" "$MESHSIM" fault --name "$N" loss "$PORT" 0
