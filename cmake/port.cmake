@@ -23,6 +23,7 @@ set(_mr_linux_checks
   "TCP_CONGESTION|TCP_CONGESTION|netinet/in.h,netinet/tcp.h"
   "TCP_QUICKACK|TCP_QUICKACK|netinet/in.h,netinet/tcp.h"
   "TCP_USER_TIMEOUT|TCP_USER_TIMEOUT|netinet/in.h,netinet/tcp.h"
+  "TCP_INFO|TCP_INFO|netinet/in.h,netinet/tcp.h"
   "GETRANDOM|getrandom|sys/random.h"
   "MEMRCHR|memrchr|string.h"
   "STRCHRNUL|strchrnul|string.h"
@@ -33,6 +34,7 @@ set(_mr_linux_checks
 # The interfaces a Mac has instead (kept in the portable build where Linux has them).
 set(_mr_other_checks
   "SO_NOSIGPIPE|SO_NOSIGPIPE|sys/types.h,sys/socket.h"
+  "TCP_CONNECTION_INFO|TCP_CONNECTION_INFO|netinet/in.h,netinet/tcp.h"
   "ARC4RANDOM_BUF|arc4random_buf|stdlib.h"
   "NSGETENVIRON|_NSGetEnviron|crt_externs.h")
 

@@ -212,6 +212,8 @@ struct chan {
 	bool rwait, swait;     /* recv/send hit EAGAIN: wait for poll() to say ready */
 	size_t rwant;          /* bytes the packet being received still lacks (at EAGAIN) */
 	int lowat;             /* SO_RCVLOWAT set on rfd (1: the default) */
+	struct mr_rxwatch rxw; /* the packet being received: a stalled link (ring_watch.c) */
+	struct mr_txwatch txw; /* what TCP retransmitted of our sends: a lossy link */
 };
 
 struct run {
@@ -296,6 +298,7 @@ static int chan_send(struct run *u, struct chan *c, int ci, struct meshrun_err *
 				return mr_ring_fail(u->r, err, "send to rank %d (%s): %s", c->speer, mr_ring_peer_addr(u->r, c->speer), strerror(errno));
 			}
 			c->so += (size_t)n;
+			c->txw.sent += (uint64_t)n;
 			if (c->so < len)
 				continue;
 		}
@@ -351,6 +354,40 @@ static void chans_lowat_reset(struct chan *ch, int nch)
 		chan_lowat(&ch[c], 1);
 }
 
+/* The stall check of every channel's packet being received, and what TCP
+ * retransmitted of its sends (ring_watch.c). */
+static int watch_packets(struct run *u, struct chan *ch, int nch, int64_t t0,
+			 struct meshrun_err *err)
+{
+	int64_t now = 0;
+
+	for (int c = 0; c < nch; c++) {
+		struct chan *h = &ch[c];
+		size_t off, len;
+		bool rs;
+		if (h->txw.sent) {
+			if (!now)
+				now = mr_now_ms();
+			if (now - t0 >= MR_TXWATCH_TICK_MS) {
+				int rc = mr_txwatch_check(u->r, &h->txw, h->sfd, h->speer, now, err);
+				if (rc < 0)
+					return rc;
+			}
+		}
+		if (h->ro == 0) {
+			h->rxw.since = 0;
+			continue;
+		}
+		if (!now)
+			now = mr_now_ms();
+		packet_at(u, h, h->slice, h->ri, true, &off, &len, &rs);
+		int rc = mr_rxwatch_check(u->r, &h->rxw, h->rpeer, h->ri, h->ro, len, now, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /*
  * Drive the channels from one poll loop until each has moved its packets.
  * A socket that said EAGAIN is not tried again until poll() reports it ready:
@@ -362,6 +399,7 @@ static int drive_loop(struct run *u, struct chan *ch, int nch, struct meshrun_er
 	struct mr_ring *r = u->r;
 	struct pollfd pfd[2 * MR_RING_MAX_CHAN + 1];
 	bool *wake[2 * MR_RING_MAX_CHAN]; /* the flag each pfd entry clears */
+	int64_t t0 = mr_now_ms();
 	int rc;
 
 	for (;;) {
@@ -404,6 +442,8 @@ static int drive_loop(struct run *u, struct chan *ch, int nch, struct meshrun_er
 			if (pfd[k].revents)
 				*wake[k] = false;
 		rc = mr_ring_check_failed(r, err);
+		if (rc == 0)
+			rc = watch_packets(u, ch, nch, t0, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -498,6 +538,7 @@ static int swap_side(struct mr_ring *r, int side, const unsigned char *out, unsi
 	int fd = side > 0 ? r->right[0] : r->left[0];
 	int peer = (r->rank + r->size + side) % r->size;
 	size_t so = 0, ro = 0;
+	struct mr_rxwatch rxw = { 0, 0 };
 
 	for (;;) {
 		while (so < bytes) {
@@ -529,6 +570,8 @@ static int swap_side(struct mr_ring *r, int side, const unsigned char *out, unsi
 		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
 			return mr_ring_fail(r, err, "rank %d: poll: %s", r->rank, strerror(errno));
 		int rc = mr_ring_check_failed(r, err);
+		if (rc == 0 && ro > 0)
+			rc = mr_rxwatch_check(r, &rxw, peer, 0, ro, bytes, mr_now_ms(), err);
 		if (rc < 0)
 			return rc;
 	}

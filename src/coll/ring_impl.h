@@ -6,6 +6,7 @@
  *   ring_conn.c  connection setup: listen, connect, accept, hello exchange
  *   ring_p2p.c   the progress thread: control lanes, point-to-point, aborts
  *   ring_io.c    the bottom: log line, peer address text, non-blocking send
+ *   ring_watch.c the data connections' stall check in whole units (ring and mesh)
  *
  * The mesh backend (tcpmesh.c) reuses this state for its control plane:
  * direct lanes, one per peer, carry its heartbeats, messages and aborts.
@@ -57,6 +58,10 @@ struct mr_lane {
 	int peer;
 	bool dead;                 /* no more I/O on it */
 	bool closed;               /* the peer closed it (EOF or reset): not a fault by itself */
+	bool degraded;             /* ring_watch.c warned: data from the peer trickles */
+	bool lossy_warned;         /* ring_watch.c warned: TCP retransmits to the peer */
+	uint64_t tx_sent, tx_retr; /* ring_watch.c: data bytes sent to the peer, retransmitted */
+	int64_t lossy_since;       /* ring_watch.c: retransmitting >= 10% since; 0: not */
 	char why[160];             /* "closed the connection" for later messages */
 	struct mr_frame *head, *tail; /* out queue */
 	int64_t last_rx, last_tx;
@@ -146,5 +151,38 @@ int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ..
 int mr_ring_check_failed(struct mr_ring *r, struct meshrun_err *err);
 /* ring_io.c: non-blocking send that never raises SIGPIPE, retrying on EINTR; -1/errno like send(2). */
 ssize_t mr_ring_send_some(int fd, const void *buf, size_t len);
+
+
+/*
+ * ring_watch.c: the stall check of a receive stream on a data connection, in
+ * units (a packet, a chunk) that the sender pushes whole: one begun and not
+ * complete after mr_rxwatch_warn_ms() warns once per peer on stderr ("the link
+ * from rank P (addr) is degraded"), after MESHRUN_TIMEOUT fails the group
+ * naming the peer, unless the peer's lane is silent too (ring_p2p.c's check).
+ */
+#define MR_RXWATCH_WARN_MS 2000
+struct mr_rxwatch {
+	size_t unit;               /* the unit partly received at `since` */
+	int64_t since;             /* when first seen partly received; 0: none */
+};
+/* The sending side (TCP_INFO, TCP_CONNECTION_INFO; nothing where neither
+ * exists): the share of the bytes sent to a peer that TCP retransmitted,
+ * sampled every MR_TXWATCH_TICK_MS of a collective: >= 10% warns as above,
+ * and for MESHRUN_TIMEOUT on end fails the group naming the link. */
+#define MR_TXWATCH_TICK_MS 250
+#define MR_TXWATCH_MIN_BYTES (64u << 10)
+struct mr_txwatch {
+	uint64_t sent;             /* bytes written on the socket in this collective */
+	uint64_t base_retr, base_sent; /* at the last sample (valid when at != 0) */
+	int64_t at;                /* when last sampled; 0: not yet */
+};
+int mr_txwatch_check(struct mr_ring *r, struct mr_txwatch *w, int fd, int peer, int64_t now,
+		     struct meshrun_err *err);
+int64_t mr_rxwatch_warn_ms(const struct mr_ring *r);
+/* From a collective's poll loop after each wakeup, per receive stream: unit =
+ * index of the unit being received, got = its bytes in, len = its size, peer =
+ * the sender. 0, or <0 after failing the group (err set). */
+int mr_rxwatch_check(struct mr_ring *r, struct mr_rxwatch *w, int peer, size_t unit,
+		     size_t got, size_t len, int64_t now, struct meshrun_err *err);
 
 #endif

@@ -33,6 +33,7 @@
 #include "coll/tcpmesh.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/timeutil.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -272,6 +273,8 @@ struct cab {
 	size_t rj, ro;   /* chunks received on this cable, bytes of the current one */
 	bool swait, rwait;
 	unsigned char *slot; /* reduce: MR_MESH_DEPTH chunk buffers */
+	struct mr_rxwatch rxw; /* the chunk being received: a stalled cable (ring_watch.c) */
+	struct mr_txwatch txw; /* what TCP retransmitted of our sends: a lossy cable */
 };
 
 /*
@@ -410,6 +413,7 @@ static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 			return mr_ring_fail(r, err, "send to rank %d (%s): %s", x->peer, mr_ring_peer_addr(r, x->peer), strerror(errno));
 		}
 		cb->so += (size_t)n;
+		cb->txw.sent += (uint64_t)n;
 		if (cb->so == len) {
 			cb->sj++;
 			cb->so = 0;
@@ -466,11 +470,47 @@ static bool step_busy(const struct step *s)
 	return false;
 }
 
+/* The stall check of every cable's chunk being received, and what TCP
+ * retransmitted of its sends (ring_watch.c). */
+static int watch_chunks(struct step *s, int64_t t0, struct meshrun_err *err)
+{
+	int64_t now = 0;
+
+	for (int i = 0; i < s->nx; i++)
+		for (int k = 0; k < s->x[i].ncab; k++) {
+			struct xfer *x = &s->x[i];
+			struct cab *cb = &x->cab[k];
+			if (cb->txw.sent) {
+				if (!now)
+					now = mr_now_ms();
+				if (now - t0 >= MR_TXWATCH_TICK_MS) {
+					int rc = mr_txwatch_check(&s->m->ctl, &cb->txw, cb->fd, x->peer, now, err);
+					if (rc < 0)
+						return rc;
+				}
+			}
+			if (cb->ro == 0) {
+				cb->rxw.since = 0;
+				continue;
+			}
+			if (!now)
+				now = mr_now_ms();
+			size_t len;
+			int w;
+			(void)stream_at(s, x->rcv, chunk_of(x, k, cb->rj), &len, &w);
+			int rc = mr_rxwatch_check(&s->m->ctl, &cb->rxw, x->peer, cb->rj, cb->ro, len, now, err);
+			if (rc < 0)
+				return rc;
+		}
+	return 0;
+}
+
 /* Move every transfer of the step from one poll loop until all are done. */
 static int step_run(struct step *s, struct meshrun_err *err)
 {
 	struct mr_mesh *m = s->m;
 	struct mr_ring *r = &m->ctl;
+	int64_t t0 = mr_now_ms();
 	int rc = mr_ring_check_failed(r, err);
 
 	while (rc == 0) {
@@ -509,6 +549,8 @@ static int step_run(struct step *s, struct meshrun_err *err)
 					s->x[i].cab[k].swait = false;
 			}
 		rc = mr_ring_check_failed(r, err);
+		if (rc == 0)
+			rc = watch_chunks(s, t0, err);
 	}
 	return rc;
 }

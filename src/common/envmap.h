@@ -102,7 +102,10 @@
 	  "MPI_ERRORS_ARE_FATAL: the message, then exit with the MPI error class as status, "   \
 	  "since MLX does not check the codes) or `return` (MPI_ERRORS_RETURN)")               \
 	X(MESHRUN_TIMEOUT, "", "all", "",                                                       \
-	  "bound on any wait for a peer (seconds, `1.5`, `500ms`; default 30)")                 \
+	  "bound on any wait for a peer (seconds, `1.5`, `500ms`; default 30); ring and mesh: " \
+	  "also on a packet once its first byte came (a link that trickles under packet loss " \
+	  "fails naming it; one warning line on stderr per link once a packet takes a quarter " \
+	  "of it, at most 2 s)")                                                                \
 	X(MESHRUN_RING_TCP_CC, "", "ring, mesh", "",                                                  \
 	  "TCP congestion control of the ring's data connections (default `reno`, which costs " \
 	  "a quarter less CPU than timer-paced BBR on veth and Thunderbolt links; `system` "    \

@@ -280,6 +280,34 @@ int mr_tcp_user_timeout(int fd, unsigned ms)
 #endif
 }
 
+int mr_tcp_retrans(int fd, uint64_t *bytes)
+{
+#if MR_HAVE_TCP_INFO
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return -1;
+	*bytes = (uint64_t)ti.tcpi_total_retrans * ti.tcpi_snd_mss;
+	return 0;
+#elif MR_HAVE_TCP_CONNECTION_INFO
+	struct tcp_connection_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_CONNECTION_INFO, &ti, &len) < 0)
+		return -1;
+	*bytes = ti.tcpi_txretransmitbytes;
+	return 0;
+#else
+	(void)fd;
+	*bytes = 0;
+	errno = ENOTSUP;
+	return -1;
+#endif
+}
+
 int mr_random_bytes(void *buf, size_t n)
 {
 #if MR_HAVE_GETRANDOM

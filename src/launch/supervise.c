@@ -341,6 +341,25 @@ static int next_timeout(const struct mr_sup *s)
 	return mr_ms_left(t);
 }
 
+/* "rank 0 (h1), rank 3 (h4)": the ranks started and not done (cut with "..."). */
+static const char *unfinished(const struct mr_sup *s, char *buf, size_t len)
+{
+	size_t n = 0, at = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < s->nranks && at < len; i++) {
+		const struct mr_sup_rank *r = &s->ranks[i];
+		if (!r->started || r->done)
+			continue;
+		at += (size_t)snprintf(buf + at, len - at, "%srank %zu (%s)", n++ ? ", " : "", r->rank, r->host);
+	}
+	if (at >= len && len > 4)
+		memcpy(buf + len - 4, "...", 4);
+	if (!n)
+		snprintf(buf, len, "no rank");
+	return buf;
+}
+
 static void summary(struct mr_sup *s)
 {
 	for (size_t i = 0; i < s->nranks; i++) {
@@ -380,7 +399,9 @@ int mr_sup_wait(struct mr_sup *s)
 		}
 		now = mr_now_ms();
 		if (s->deadline >= 0 && now >= s->deadline && !s->stopping) {
-			mr_error("--timeout: the job ran past its time limit: stopping every rank");
+			char left[256];
+			mr_error("--timeout: the job ran past its time limit with %s still running: stopping every rank",
+				 unfinished(s, left, sizeof(left)));
 			if (s->exit_code < 0)
 				s->exit_code = MR_LAUNCH_EXIT_TIMEOUT;
 			begin_stop(s);

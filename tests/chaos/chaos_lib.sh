@@ -71,7 +71,8 @@ chaos_allowed() {
 # with meshrun's stdout in OUT and stderr in ERR. A job that exits 0 must have
 # every rank's "N checks, 0 failed"; none may print a failed check; a failed
 # one (not meshrun killed or interrupted) names what failed: ERR matches the
-# ERE NAMES, or says --timeout for 124. Updates VERDICT and NOTE.
+# ERE NAMES, or says --timeout for 124 (and, for a ring job's bad cable,
+# names it too: libmeshrun warns of a degraded link). Updates VERDICT and NOTE.
 chaos_judge() {
 	local rc=$1 out=$2 err=$3 nr=$4 names=$5 wrong="" named=1 good
 	chaos_allowed
@@ -92,6 +93,12 @@ chaos_judge() {
 	elif [ "$F" != meshrun-kill9 ] && [ "$F" != meshrun-int ]; then
 		if [ "$rc" = 124 ]; then
 			grep -q -- "--timeout" "$err" || named=0
+			# a bad cable under a ring job: libmeshrun's warning (or error)
+			# names it, beyond meshrun's own stop lines (they list every rank)
+			case ${B:-}:$F in ring:unplug|ring:flap|ring:loss)
+				grep -Ev "stopped by meshrun|still running|no exit status" "$err" |
+					grep -Eq "$names" || named=0 ;;
+			esac
 		else
 			grep -Eq "$names" "$err" || named=0
 		fi

@@ -1,0 +1,92 @@
+#!/bin/bash
+# fault_loss.sh RUN_RING PROG [-m|-local] - 30% packet loss on one data connection, as the
+# chaos campaign's loss fault (meshsim) does it: nftables, numgen random ...
+# drop, where the packets arrive (the input hook; meshsim: netdev ingress at the
+# cable's other end), so that TCP sees real loss and retransmits; here on what
+# rank 2 sends on that connection, in a network namespace of its own whose
+# loopback gets a cable's MTU of 1500. TCP still delivers a segment now and
+# then and the control lanes stay healthy, so the lanes' check (no byte for
+# MESHRUN_TIMEOUT) never fires: only the data path's checks (ring_watch.c)
+# end the job. Rank 2 must warn that TCP retransmits on the link (the sending
+# side's check). -local: the drops are on rank 2's own output instead, which
+# its TCP takes for local failures to send, never retransmissions: there only
+# the receiver's check in whole packets sees it, and must say the link stalls. The other three ranks must fail within
+# MESHRUN_TIMEOUT + 8 s, each naming the same end of that connection (rank 2
+# or its peer there) and its address, as "the data link to rank N stalls";
+# the other end first warns that the link is degraded.
+# Root (namespace, nftables); 77 otherwise. -m: the mesh backend.
+set -u
+. "$(dirname "$0")/fault_lib.sh"
+mode=${3:-} hook=input
+[ "$mode" = -local ] && mode="" hook=output
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a network namespace and nftables)"; exit 77; }
+command -v nft >/dev/null 2>&1 || { echo "SKIP: 'nft' is not installed"; exit 77; }
+ns=mrloss-$$
+ip netns add "$ns" 2>/dev/null || { echo "SKIP: cannot create a network namespace"; exit 77; }
+fault_extra_cleanup() { ip netns del "$ns" 2>/dev/null; }
+ip -n "$ns" link set lo mtu 1500 up
+export MESHRUN_TIMEOUT=2 MLX_RING_VERBOSE=${MLX_RING_VERBOSE:-}
+FAULT_WRAP="ip netns exec $ns"
+fault_start "$1" "$2" "$mode" 16M
+p2=$(fault_addr 2)
+p2=${p2##*:}
+# the data connection at rank 2's port: the one that carried the most
+e=$(ip netns exec "$ns" ss -tinH state established "( sport = :$p2 )" |
+	awk '/^[^ \t]/ { n = split($NF, a, ":"); peer = a[n] }
+	     /bytes_acked:/ { match($0, /bytes_acked:[0-9]+/); n = substr($0, RSTART + 12, RLENGTH - 12) + 0;
+			      if (n > best) { best = n; port = peer } }
+	     END { print port }')
+[ -n "$e" ] || { echo "FAIL: no data connection at rank 2's port $p2"; ip netns exec "$ns" ss -tin; exit 1; }
+ip netns exec "$ns" nft -f - <<NFT || { echo "SKIP: nftables refused the loss rule"; exit 77; }
+table inet mrloss {
+	chain out {
+		type filter hook $hook priority 0;
+		tcp sport $p2 tcp dport $e numgen random mod 100 < 30 counter drop
+	}
+}
+NFT
+t0=$(date +%s)
+alive=1
+while [ $(($(date +%s) - t0)) -lt 10 ]; do
+	alive=0
+	for r in 0 1 3; do
+		kill -0 "$(cat "$out/rank$r.pid")" 2>/dev/null && alive=1
+	done
+	[ $alive = 0 ] && break
+	sleep 0.1
+done
+took=$(($(date +%s) - t0))
+dropped=$(ip netns exec "$ns" nft list table inet mrloss | grep -o 'packets [0-9]*')
+for f in "$out"/rank*.pid; do kill -9 "$(cat "$f")" 2>/dev/null; done
+wait "$runner"
+runner=
+if [ $alive = 1 ]; then
+	echo "FAIL: ranks still running ${took}s after 30% loss began on rank 2's data connection (port $p2 -> $e, $dropped dropped; MESHRUN_TIMEOUT=2): the degraded link went unnoticed"
+	tail -n 3 "$out"/rank*.out "$out"/rank*.err
+	exit 1
+fi
+# the lossy connection's two ends see it (the loss hits rank 2's data and its
+# acknowledgements of the other end's): either names the other
+msg=$(grep -Eo "all_sum failed: rank [0-9]+ \([^)]*\): the data link (to|from) rank [0-9]+ (stalls|loses packets)" "$out/rank0.err")
+culprit=$(echo "$msg" | sed -n 's/^all_sum failed: rank \([0-9]*\) .*/\1/p')
+seer=$(echo "$msg" | sed -n 's/.*the data link [a-z]* rank \([0-9]*\) .*/\1/p')
+if [ -z "$msg" ] || { [ "$culprit" != 2 ] && [ "$seer" != 2 ]; }; then
+	echo "FAIL: rank 0 did not name the lossy connection's data link (rank 2 and its peer there):"
+	cat "$out/rank0.err"
+	exit 1
+fi
+fault_named "$culprit" $(echo 0 1 2 3 | tr ' ' '\n' | grep -vx "$culprit")
+fail=$?
+addr=$(fault_addr "$culprit")
+if [ $hook = output ]; then
+	if ! echo "$msg" | grep -q "stalls$"; then
+		echo "FAIL: local drops: the failure is not the receiver's 'stalls': $msg"; fail=1
+	fi
+	if ! grep -q "warning: the link from rank $culprit ($addr) to rank $seer is degraded" "$out/rank$seer.err"; then
+		echo "FAIL: rank $seer did not warn that the link from rank $culprit is degraded"; fail=1
+	fi
+elif ! grep -q "warning: the link from rank 2 to rank [0-9]* (.*) is degraded: TCP retransmitted" "$out/rank2.err"; then
+	echo "FAIL: rank 2 did not warn that TCP retransmits on its lossy link:"; cat "$out/rank2.err"; fail=1
+fi
+echo "ranks ended ${took}s after the loss began ($dropped dropped): $msg"
+exit $fail
