@@ -62,6 +62,7 @@ struct mr_lane {
 	bool lossy_warned;         /* ring_watch.c warned: TCP retransmits to the peer */
 	uint64_t tx_sent, tx_retr; /* ring_watch.c: data bytes sent to the peer, retransmitted */
 	int64_t lossy_since;       /* ring_watch.c: retransmitting >= 10% since; 0: not */
+	int64_t lossy_last;        /* ring_watch.c: the last sample that said so */
 	char why[160];             /* "closed the connection" for later messages */
 	struct mr_frame *head, *tail; /* out queue */
 	int64_t last_rx, last_tx;

@@ -127,8 +127,11 @@ int mr_txwatch_check(struct mr_ring *r, struct mr_txwatch *w, int fd, int peer, 
 		pthread_mutex_unlock(&r->mu);
 		return 0;
 	}
-	if (!ln->lossy_since)
+	/* a lossy sample long after the last one (the job computed in between; a
+	 * slow start's overshoot after the idle time) starts a new spell */
+	if (!ln->lossy_since || now - ln->lossy_last > r->timeout_ms)
 		ln->lossy_since = now;
+	ln->lossy_last = now;
 	lossy = now - ln->lossy_since;
 	if (!ln->lossy_warned) {
 		ln->lossy_warned = true;
