@@ -36,7 +36,9 @@ set(_mr_other_checks
   "SO_NOSIGPIPE|SO_NOSIGPIPE|sys/types.h,sys/socket.h"
   "TCP_CONNECTION_INFO|TCP_CONNECTION_INFO|netinet/in.h,netinet/tcp.h"
   "ARC4RANDOM_BUF|arc4random_buf|stdlib.h"
-  "NSGETENVIRON|_NSGetEnviron|crt_externs.h")
+  "NSGETENVIRON|_NSGetEnviron|crt_externs.h"
+  "GETPEEREID|getpeereid|sys/types.h,sys/socket.h,unistd.h"
+  "SO_PEERCRED|SO_PEERCRED|sys/types.h,sys/socket.h")
 
 foreach(entry ${_mr_linux_checks} ${_mr_other_checks})
   string(REPLACE "|" ";" parts "${entry}")

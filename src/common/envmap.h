@@ -12,6 +12,10 @@
  *   VALUE    what meshrun sets (docs/contracts.md, "Set by meshrun on every rank")
  *   MEANING  what the reader does with it ("Read by the ranks (libmeshrun)")
  *
+ * A row with SET_BY and READ_BY both "" is read by the tools themselves (meshrun,
+ * meshconfig): it is in no generated table; docs/contracts.md's hand-written
+ * "Read by the tools" table has it.
+ *
  * Code names a variable only through MR_ENV(NAME), which fails to compile for a
  * name not in the table; error messages keep the names as prose (greppable).
  * docs/contracts.md's two tables are generated from this one (`meshrun --help-env`,
@@ -116,7 +120,10 @@
 	  "default `512K` (the kernel doubles it and caps it at `net.core.wmem_max`); "         \
 	  "`system` leaves the kernel's autotuning, which lets megabytes queue per connection " \
 	  "and made 16 MiB all-reduces a third to a half slower on the bench machine; a "       \
-	  "malformed value fails init naming the variable")
+	  "malformed value fails init naming the variable")                                   \
+	X(MESHRUN_SSH_PERSIST, "", "", "",                                                      \
+	  "meshrun and meshconfig: --persist's default (a duration such as `10m`; `0` or "     \
+	  "`off`: none)")
 
 #define MR_ENV_ENUM_(name, set_by, read_by, value, meaning) MR_ENV_ID_##name,
 enum mr_env_id { MESHRUN_ENV_MAP(MR_ENV_ENUM_) MR_ENV_COUNT };

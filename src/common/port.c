@@ -308,6 +308,28 @@ int mr_tcp_retrans(int fd, uint64_t *bytes)
 #endif
 }
 
+int mr_peer_uid(int fd, uid_t *uid)
+{
+#if MR_HAVE_GETPEEREID
+	gid_t gid;
+
+	return getpeereid(fd, uid, &gid);
+#elif MR_HAVE_SO_PEERCRED
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -1;
+	*uid = cred.uid;
+	return 0;
+#else
+	(void)fd;
+	(void)uid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 int mr_random_bytes(void *buf, size_t n)
 {
 #if MR_HAVE_GETRANDOM

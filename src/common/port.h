@@ -59,6 +59,13 @@ int mr_tcp_quickack(int fd);
 int mr_tcp_user_timeout(int fd, unsigned ms);
 int mr_tcp_retrans(int fd, uint64_t *bytes);
 
+/*
+ * The effective uid of the process at the other end of a connected unix
+ * socket (getpeereid where the system has it: macOS, BSD; else SO_PEERCRED).
+ * -1 with errno ENOSYS where this build has neither: callers refuse the peer.
+ */
+int mr_peer_uid(int fd, uid_t *uid);
+
 /* n bytes from the system's random source (getrandom, arc4random_buf, /dev/urandom). */
 int mr_random_bytes(void *buf, size_t n);
 

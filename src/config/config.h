@@ -68,10 +68,11 @@ struct mr_config_opts {
 	int64_t timeout_ms;          /* --timeout: per-command deadline, 0: hal default */
 	const char *png;             /* --png FILE: the DOT rendered by GraphViz, then stop */
 	const char *ssh;             /* --ssh auto|libssh2|openssh (NULL: $MESHRUN_SSH, else auto) */
+	const char *persist;         /* --persist DURATION|stop (NULL: $MESHRUN_SSH_PERSIST) */
 };
 
 #define MR_CONFIG_OPTS_INIT { NULL, NULL, "thunderbolt", NULL, false, NULL, false, false, \
-			      MR_STRVEC_INIT, false, NULL, NULL, NULL, false, 0, NULL, NULL }
+			      MR_STRVEC_INIT, false, NULL, NULL, NULL, false, 0, NULL, NULL, NULL }
 
 /*
  * Parse the command line into o (strings point into argv). Prints --help or

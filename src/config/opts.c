@@ -106,6 +106,10 @@ static int check_envs(const struct mr_strvec *envs, struct meshrun_err *err)
 			      "How hosts are reached (default: $MESHRUN_SSH, else auto: "     \
 			      "libssh2, or the OpenSSH client with a control master for a "  \
 			      "host whose ssh_config needs it, e.g. PKCS11Provider or a FIDO key)"), \
+		MR_OPT_STRING(0, "persist", &(o)->persist, "DURATION|stop",                   \
+			      "Keep ssh connections in a per-user background process for "   \
+			      "DURATION after the last use (10m, 90s, 1h; default: "         \
+			      "$MESHRUN_SSH_PERSIST), shared with meshrun; 'stop' ends it"),  \
 		MR_OPT_STRING(0, "known-hosts", &(o)->known_hosts, "FILE",                    \
 			      "known_hosts file (default: ~/.ssh/known_hosts)"),              \
 		MR_OPT_BOOL(0, "accept-new-hostkeys", &(o)->accept_new_hostkeys,              \

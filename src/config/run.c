@@ -352,6 +352,22 @@ int mr_config_main_with(const struct mr_config_opts *o, FILE *out, FILE *err)
 		mr_log_print(err, 0, MR_LOG_ERROR, "%s", e.msg);
 		return MR_CONFIG_EXIT_USAGE;
 	}
+	{
+		bool stop;
+
+		if (mr_hal_persist_pick(o->persist, &ho.persist_ms, &stop, &e) < 0) {
+			mr_log_print(err, 0, MR_LOG_ERROR, "%s", e.msg);
+			return MR_CONFIG_EXIT_USAGE;
+		}
+		if (stop) {
+			rc = mr_hal_persist_stop(&ho, &e);
+			if (rc < 0)
+				mr_log_print(err, 0, MR_LOG_ERROR, "--persist stop: %s", e.msg);
+			else
+				mr_log_print(err, 0, MR_LOG_INFO, "%s", rc ? "persist daemon stopped" : "no persist daemon was running");
+			return rc < 0 ? MR_CONFIG_EXIT_UNREACHABLE : 0;
+		}
+	}
 	if (o->simulate)
 		rc = cfg_sim_hal(o->simulate, &ho, &hal, &e);
 	else if (all_local(o))

@@ -11,6 +11,8 @@
 #include "hal/hal_impl.h"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <string.h>
 
 /* --- common part of struct mr_hal --- */
@@ -776,4 +778,20 @@ const char *mr_hal_err_hint(const struct meshrun_err *e)
 	default:
 		return NULL;
 	}
+}
+
+int mr_hal_private_dir(const char *dir, const char *what, struct meshrun_err *err)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return mr_err_sys(err, "mkdir '%s' (%s)", dir, what);
+	if (lstat(dir, &st) < 0)
+		return mr_err_sys(err, "lstat '%s'", dir);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return mr_err_set(err, MESHRUN_E_INVAL, "'%s' is not a directory of ours: refusing to put %s there",
+				  dir, what);
+	if ((st.st_mode & 077) && chmod(dir, 0700) < 0)
+		return mr_err_sys(err, "chmod 0700 '%s'", dir);
+	return 0;
 }

@@ -120,6 +120,9 @@ struct mr_hal_opts {
 	bool accept_new_hostkeys;     /* add unknown keys to known_hosts instead of failing */
 	bool batch;                   /* never prompt (always true today: no passwords) */
 	enum mr_hal_ssh ssh;          /* auto hal: which ssh remote hosts get */
+	int64_t persist_ms;           /* > 0: libssh2 hosts through the persist daemon,
+				       * which keeps connections this long idle
+				       * (--persist, $MESHRUN_SSH_PERSIST); 0: direct */
 };
 
 /* Backends. On failure *out is NULL and err says why. */
@@ -136,6 +139,37 @@ int mr_hal_new_openssh(struct mr_hal **out, const struct mr_hal_opts *opts, stru
  * them in why ("PKCS11Provider /x.so: libssh2 has no PKCS#11 support").
  */
 bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_t n);
+/*
+ * The persist backend (persist.c): every command and process goes through a
+ * per-user background process (persist_daemon.c) that keeps its authenticated
+ * libssh2 connections for opts.persist_ms after its last client, as OpenSSH's
+ * ControlPersist does, so the next run reaches a host without a handshake. One
+ * daemon per ssh identity: its socket's name is a hash of what decides
+ * authentication and host checks (uid, user, identity, ssh_config, known_hosts,
+ * the agent socket, HOME); it lives, mode 0600, in a private 0700 directory:
+ * $XDG_RUNTIME_DIR/meshrun, else ${TMPDIR:-/tmp}/meshrun-UID. Each side checks
+ * the other's uid. A socket nobody listens on is replaced by a new daemon; a
+ * daemon that does not answer within a bounded time is an error (the mux then
+ * warns once and connects directly). When this client goes (mr_hal_free, or
+ * killed), the daemon kills its processes and ends its watchdogs, so the job
+ * stops as with the ssh backend; results, errors and messages are the ssh
+ * backend's (the daemon runs one), deadlines and output caps are kept here.
+ */
+int mr_hal_new_persist(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+/*
+ * --persist's value: opt when not NULL, else $MESHRUN_SSH_PERSIST when set and
+ * not empty, else none. "stop" sets *stop; "0"/"off"/"no" mean none; else a
+ * duration ("10m", "90s", "1h", "1500ms"; a bare number is seconds) into *ms.
+ * MESHRUN_E_USAGE naming the flag or the variable.
+ */
+int mr_hal_persist_pick(const char *opt, int64_t *ms, bool *stop, struct meshrun_err *err);
+/* End the daemon that opts would use: 1 when one was running (it is gone, its
+ * socket removed), 0 when none was, < 0 with err. */
+int mr_hal_persist_stop(const struct mr_hal_opts *opts, struct meshrun_err *err);
+/* dir exists (made 0700 if not), is a directory of ours (not a link), mode
+ * 0700 (tightened when looser); what says what it is for, in messages. */
+int mr_hal_private_dir(const char *dir, const char *what, struct meshrun_err *err);
+
 struct mr_replay; /* src/hal/replay.h: the scripted answers */
 /* The hal takes ownership of rp (freed by mr_hal_free, or at once on failure). */
 int mr_hal_new_replay(struct mr_hal **out, struct mr_replay *rp, const struct mr_hal_opts *opts,

@@ -186,10 +186,27 @@ static void classify_one(struct mux_hal *m, const char *host)
 	classify(m, &host, 1);
 }
 
+/* libssh2 hosts: through the persist daemon with --persist (said once, and
+ * connected directly, when it cannot be reached or started), else directly. */
+static int new_libssh2(struct mux_hal *m, struct mr_hal **out, struct meshrun_err *err)
+{
+	struct meshrun_err perr = MESHRUN_ERR_INIT;
+	struct mr_ssh_config *cfg = NULL;
+	int rc;
+
+	if (m->base.opts.persist_ms > 0) {
+		if (mr_hal_new_persist(out, &m->base.opts, &perr) == 0)
+			return 0;
+		mr_warn("--persist: %s; connecting directly", perr.msg);
+	}
+	if ((rc = shared_cfg(m, &cfg, err)) < 0)
+		return rc;
+	return mr_hal_new_ssh_cfg(out, &m->base.opts, cfg, err);
+}
+
 /* The inner backend for side, made on first use. */
 static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct meshrun_err *err)
 {
-	struct mr_ssh_config *cfg = NULL;
 	int rc;
 
 	if (!m->inner[side]) {
@@ -200,8 +217,8 @@ static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct me
 			rc = mr_hal_new_openssh(&m->inner[side], &m->base.opts, err);
 		else if (m->ctors.new_remote)
 			rc = m->ctors.new_remote(&m->inner[side], &m->base.opts, m->ctors.ctx, err);
-		else if ((rc = shared_cfg(m, &cfg, err)) == 0)
-			rc = mr_hal_new_ssh_cfg(&m->inner[side], &m->base.opts, cfg, err);
+		else
+			rc = new_libssh2(m, &m->inner[side], err);
 		if (rc < 0) {
 			m->inner[side] = NULL;
 			return rc;

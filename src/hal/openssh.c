@@ -135,23 +135,6 @@ struct os_hal {
 
 /* ---- the control socket directory ------------------------------------------- */
 
-/* dir exists (made if not), is a directory of ours (not a link), mode 0700. */
-static int private_dir(const char *dir, struct meshrun_err *err)
-{
-	struct stat st;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return mr_err_sys(err, "mkdir '%s' (control sockets of the OpenSSH client)", dir);
-	if (lstat(dir, &st) < 0)
-		return mr_err_sys(err, "lstat '%s'", dir);
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-		return mr_err_set(err, MESHRUN_E_INVAL, "'%s' is not a directory of ours: refusing to put ssh control sockets there",
-				  dir);
-	if ((st.st_mode & 077) && chmod(dir, 0700) < 0)
-		return mr_err_sys(err, "chmod 0700 '%s'", dir);
-	return 0;
-}
-
 /* The directory of our control sockets; its path leaves room for a socket name
  * (sun_path is 104 bytes on macOS; ssh adds a 17-character temporary suffix). */
 static int socket_dir(char **out, struct meshrun_err *err)
@@ -168,7 +151,7 @@ static int socket_dir(char **out, struct meshrun_err *err)
 		snprintf(path, sizeof(path), "%s%smeshrun-ssh-%ld", tmp,
 			 tmp[strlen(tmp) - 1] == '/' ? "" : "/", (long)geteuid());
 	}
-	rc = private_dir(path, err);
+	rc = mr_hal_private_dir(path, "control sockets of the OpenSSH client", err);
 	if (rc < 0)
 		return rc;
 	*out = strdup(path);

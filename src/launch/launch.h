@@ -67,6 +67,7 @@ struct mr_launch_opts {
 	int64_t timeout_ms;         /* --timeout (0: none) */
 	const char *ssh_config;     /* --ssh-config */
 	const char *ssh;            /* --ssh auto|libssh2|openssh (NULL: $MESHRUN_SSH, else auto) */
+	const char *persist;        /* --persist DURATION|stop (NULL: $MESHRUN_SSH_PERSIST) */
 	const char *launcher;       /* --launcher auto|meshrun|srun|mpirun (NULL: auto) */
 	const char *shared_dir;     /* --shared-dir: job files under srun/mpirun (extern.h) */
 	struct mr_strvec command;   /* what follows the options or "--" */
@@ -84,6 +85,7 @@ struct mr_launch_plan {
 	enum mr_launcher launcher;   /* who starts the ranks (extern.h) */
 	char mpi_libname[PATH_MAX];  /* --mpi-impl meshrun: libmeshrun-mpi's path; "" otherwise */
 	enum mr_hal_ssh ssh;         /* which ssh remote hosts get (--ssh, $MESHRUN_SSH) */
+	int64_t persist_ms;          /* --persist: keep connections this long (0: no) */
 };
 
 void mr_launch_opts_init(struct mr_launch_opts *o);

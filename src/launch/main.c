@@ -47,6 +47,17 @@ int main(int argc, char **argv)
 		mr_launch_opts_release(&o);
 		return rc;
 	}
+	if (rc == MR_OPT_OK && o.persist && !strcmp(o.persist, "stop")) {
+		struct mr_hal_opts ho = { .ssh_config = o.ssh_config };
+
+		rc = mr_hal_persist_stop(&ho, &err);
+		if (rc < 0)
+			fprintf(stderr, "meshrun: --persist stop: %s\n", err.msg);
+		else
+			fprintf(stderr, "meshrun: %s\n", rc ? "persist daemon stopped" : "no persist daemon was running");
+		mr_launch_opts_release(&o);
+		return rc < 0 ? MR_LAUNCH_EXIT_FAIL : 0;
+	}
 	if (o.verbose && mr_log_level < MR_LOG_INFO)
 		mr_log_level = MR_LOG_INFO;
 	if (rc == MR_OPT_OK)

@@ -22,6 +22,8 @@
 			      "ssh_config for remote hosts (default ~/.ssh/config)"),           \
 		MR_OPT_CHOICE(0, "ssh", &(o)->ssh, "auto|libssh2|openssh",                      \
 			      "how remote hosts are reached (default $MESHRUN_SSH, else auto: libssh2, or the OpenSSH client with a control master for a host whose ssh_config needs it, e.g. PKCS11Provider or a FIDO key)"), \
+		MR_OPT_STRING(0, "persist", &(o)->persist, "DURATION|stop",                      \
+			      "keep ssh connections in a per-user background process for DURATION after the last use (10m, 90s, 1h; default $MESHRUN_SSH_PERSIST), so the next meshrun or meshconfig reaches the hosts without a handshake; 'stop' ends that process (no command needed)"), \
 		MR_OPT_CHOICE(0, "launcher", &(o)->launcher, "auto|meshrun|srun|mpirun",        \
 			      "who starts the ranks (default auto: srun when SLURM_JOB_ID is set, mpirun for --backend mpi, else meshrun)"), \
 		MR_OPT_STRING(0, "shared-dir", &(o)->shared_dir, "DIR",                         \
@@ -111,7 +113,7 @@ int mr_launch_parse(int argc, char **argv, struct mr_launch_opts *o, struct mesh
 	rc = mr_opt_parse(opts, argc, argv, MR_OPT_STOP_AT_NONOPT, NULL, &o->command, err);
 	if (rc != MR_OPT_OK)
 		return rc;
-	if (!o->command.nr && !o->print_python)
+	if (!o->command.nr && !o->print_python && !(o->persist && !strcmp(o->persist, "stop")))
 		return mr_err_set(err, MESHRUN_E_USAGE, "no command given (meshrun [options] -- COMMAND)");
 	return MR_OPT_OK;
 }

@@ -372,6 +372,16 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		find_mpi_shim(o->self, plan->mpi_libname, sizeof(plan->mpi_libname));
 	if ((rc = mr_hal_ssh_pick(o->ssh, &plan->ssh, err)) < 0)
 		goto out_release;
+	{
+		bool stop;
+
+		if ((rc = mr_hal_persist_pick(o->persist, &plan->persist_ms, &stop, err)) < 0)
+			goto out_release;
+		if (stop) { /* from $MESHRUN_SSH_PERSIST: --persist stop is main.c's */
+			rc = mr_err_set(err, MESHRUN_E_USAGE, "MESHRUN_SSH_PERSIST=stop: only 'meshrun --persist stop' ends the daemon");
+			goto out_release;
+		}
+	}
 	plan->stdin_mode = !strcmp(o->stdin_mode, "0")	  ? MR_STDIN_RANK0
 			   : !strcmp(o->stdin_mode, "none") ? MR_STDIN_NONE
 							    : MR_STDIN_ALL;

@@ -117,6 +117,7 @@ static int new_hal(struct job *j, struct meshrun_err *err)
 
 	ho.ssh_config = j->o->ssh_config;
 	ho.ssh = j->plan->ssh;
+	ho.persist_ms = j->plan->persist_ms;
 	ho.batch = true;
 	/* within --timeout (ssh_config's ConnectTimeout still wins, as ssh's own) */
 	if (j->deadline_ms > 0)
