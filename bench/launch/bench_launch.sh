@@ -2,7 +2,9 @@
 # bench: wall time of `meshrun -n 8 true` vs `mpirun -n 8 true` (Open MPI), and of a
 # 4-host remote launch through meshsim (root: `meshsim up mesh:4 --name mslb`)
 # `meshrun --hostfile <h1..h4> --ssh-config <its ssh_config> true` vs
-# `mpirun --host h1,h2,h3,h4 --mca plm_rsh_args "-F <ssh_config>" true`, in one run.
+# `mpirun --host h1,h2,h3,h4 --mca plm_rsh_args "-F <ssh_config>" true`, in one run;
+# then the same 4-host launch with --persist: the first (daemon started, connections
+# made) and a second within the persist time (connections reused), in rounds.
 # usage: bench_launch.sh MESHRUN [ITERATIONS] [MESHSIM]
 #        (a benchmark, not a test: no assertions; the remote part needs root and MESHSIM)
 set -eu
@@ -63,6 +65,32 @@ done >"$SIMDIR/hosts.json"
 echo ']' >>"$SIMDIR/hosts.json"
 r4=$(mean_us "$MESHRUN" --hostfile "$SIMDIR/hosts.json" --ssh-config "$CONF" true)
 echo "meshrun 4 hosts (ssh) true: $r4 us per launch ($N runs, one libssh2 connection per host)"
+
+# --persist (issue 21 part 5): per round, from no daemon, the first launch (it
+# starts the daemon, which makes the connections) and a second one within the
+# persist time (no handshake); a private runtime dir keeps the user's daemon out
+export XDG_RUNTIME_DIR="$SIMDIR/run"
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+once_us() {
+	t0=$(date +%s%N)
+	"$@" >/dev/null 2>&1 </dev/null || { echo "bench: '$*' failed" >&2; exit 1; }
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000))
+}
+pf=0 ps=0 i=0
+while [ $i -lt "$N" ]; do
+	"$MESHRUN" --persist stop --ssh-config "$CONF" >/dev/null 2>&1
+	pf=$((pf + $(once_us "$MESHRUN" --persist 10m --hostfile "$SIMDIR/hosts.json" --ssh-config "$CONF" true)))
+	ps=$((ps + $(once_us "$MESHRUN" --persist 10m --hostfile "$SIMDIR/hosts.json" --ssh-config "$CONF" true)))
+	i=$((i + 1))
+done
+"$MESHRUN" --persist stop --ssh-config "$CONF" >/dev/null 2>&1
+pf=$((pf / N)) ps=$((ps / N))
+echo "meshrun 4 hosts --persist, first (starts the daemon, connects): $pf us per launch ($N rounds)"
+echo "meshrun 4 hosts --persist, second within the persist time:     $ps us per launch ($N rounds)"
+awk -v f="$pf" -v s="$ps" -v d="$r4" 'BEGIN {
+	printf "ratio first/second with --persist: %.1fx (target: >= 5x)\n", f / s
+	printf "ratio first with --persist / without: %.2fx (target: <= 1, no slower than without)\n", f / d }'
 if [ -n "$MPIRUN" ]; then
 	# orted on each host must reach mpirun over the management network (not the cables);
 	# meshsim's hosts share this machine's hostname and /tmp, where the 4 orteds would race

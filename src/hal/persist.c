@@ -253,19 +253,21 @@ static int spawn_daemon(const char *path, const struct mr_hal_opts *opts, struct
 	return 0;
 }
 
-/* Send b's frames (blocking: the daemon always reads us). */
+/* Send b's frames, waiting while the socket is full (the daemon reads us
+ * whenever it is not in a bounded blocking op: the same bound as a REPLY). */
 static int send_all(struct persist_hal *h, struct mr_buf *b)
 {
+	int64_t end = mr_now_ms() + h->base.opts.connect_timeout_ms + PERSIST_REPLY_SLACK_MS;
 	size_t off = 0;
 	ssize_t n;
 
 	while (off < b->len) {
-		n = mr_send_nosig(h->fd, b->p + off, b->len - off, 0);
+		n = mr_send_nosig(h->fd, b->p + off, b->len - off, MSG_DONTWAIT);
 
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
 			struct pollfd pfd = { h->fd, POLLOUT, 0 };
 
-			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			if (mr_now_ms() >= end || (poll(&pfd, 1, mr_ms_left(end)) < 0 && errno != EINTR))
 				break;
 			continue;
 		}
