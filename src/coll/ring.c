@@ -330,8 +330,8 @@ static void chan_init(const struct mr_ring *r, struct chan *h, int conn, int dir
 }
 
 /*
- * Wake for a whole packet, not for every segment of it: with SO_RCVLOWAT at
- * what the packet still lacks (at most MR_RING_LOWAT_MAX), poll() reports the
+ * Wake for a whole packet, not for every segment of it: once a packet has
+ * begun, with SO_RCVLOWAT at what it still lacks (at most MR_RING_LOWAT_MAX), poll() reports the
  * socket readable once that much has arrived (or EOF, or an error), so a rank
  * sleeps once per packet instead of once per burst of segments. On a loaded
  * machine every sleep costs a wait for the processor. The receive is copied
@@ -417,8 +417,12 @@ static int drive_loop(struct run *u, struct chan *ch, int nch, struct meshrun_er
 		for (int c = 0; c < nch; c++) {
 			struct chan *h = &ch[c];
 			if (h->ri < h->m) {
+				/* a packet not yet begun wakes us at its first byte: the
+				 * stall check in whole packets (ring_watch.c) counts from
+				 * there, and behind a threshold it would not see a packet
+				 * that trickles in (coll/fault_loss_local) */
 				if (h->rwait)
-					chan_lowat(h, (int)MR_MIN(MR_MAX(h->rwant, (size_t)1), (size_t)MR_RING_LOWAT_MAX));
+					chan_lowat(h, h->ro == 0 ? 1 : (int)MR_MIN(MR_MAX(h->rwant, (size_t)1), (size_t)MR_RING_LOWAT_MAX));
 				wake[np] = &h->rwait;
 				pfd[np++] = (struct pollfd){ .fd = h->rfd, .events = POLLIN };
 				busy = true;

@@ -41,14 +41,19 @@
 void mr_ring_tune_socket(const struct mr_ring *r, int fd, bool data)
 {
 	int one = 1;
-	unsigned int uto = (unsigned int)MR_MIN(r->timeout_ms, (int64_t)UINT32_MAX);
+	/* a margin after MESHRUN_TIMEOUT: the ring's own checks (ring_watch.c,
+	 * the lanes' heartbeats) fire at the timeout and name the link and its
+	 * direction; the kernel's "Connection timed out" is the backstop (at the
+	 * same moment it won that race about one run in five) */
+	int64_t uto_ms = r->timeout_ms + MR_MAX(r->timeout_ms / 2, (int64_t)1000);
+	unsigned int uto = (unsigned int)MR_MIN(uto_ms, (int64_t)UINT32_MAX);
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* ENOTSUP where the kernel has no such option (macOS): logged, not fatal */
 	if (data && r->tcp_cc[0] && mr_tcp_set_cc(fd, r->tcp_cc) < 0)
 		mr_ring_log(r, "TCP congestion control '%s' not set: %s (keeping the system's)", r->tcp_cc, strerror(errno));
-	/* unacknowledged data for longer than the timeout fails the socket (a
-	 * pulled cable); without the option the ring's stall timer still does */
+	/* unacknowledged data for longer than that fails the socket (a pulled
+	 * cable); without the option the ring's stall timer still does */
 	(void)mr_tcp_user_timeout(fd, uto);
 	if (data && r->sndbuf > 0 &&
 	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &r->sndbuf, sizeof(r->sndbuf)) < 0)
