@@ -9,6 +9,9 @@
 #   fault_addr R                           rank R's first address, from the hostfile
 #   fault_named R RANKS...                 every one of RANKS reported rank R (its
 #                                          address) in its all_sum failure; 0 or 1
+#   fault_wait_others                      wait up to 10 s (MESHRUN_TIMEOUT + 8) for
+#                                          ranks 0, 1 and 3 to exit on their own; sets
+#                                          $alive (1: one still runs) and $took (s)
 # Exported MESHRUN_TIMEOUT and the like reach the ranks.
 out="" runner=""
 fault_cleanup() {
@@ -32,6 +35,21 @@ fault_start() {
 	done
 	echo "FAIL: rank 2 never completed an all_sum"
 	exit 1
+}
+
+fault_wait_others() {
+	local t0 r
+	t0=$(date +%s)
+	alive=1
+	while [ $(($(date +%s) - t0)) -lt 10 ]; do
+		alive=0
+		for r in 0 1 3; do
+			kill -0 "$(cat "$out/rank$r.pid")" 2>/dev/null && alive=1
+		done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	took=$(($(date +%s) - t0))
 }
 
 fault_addr() {

@@ -46,17 +46,7 @@ table inet mrloss {
 	}
 }
 NFT
-t0=$(date +%s)
-alive=1
-while [ $(($(date +%s) - t0)) -lt 10 ]; do
-	alive=0
-	for r in 0 1 3; do
-		kill -0 "$(cat "$out/rank$r.pid")" 2>/dev/null && alive=1
-	done
-	[ $alive = 0 ] && break
-	sleep 0.1
-done
-took=$(($(date +%s) - t0))
+fault_wait_others
 dropped=$(ip netns exec "$ns" nft list table inet mrloss | grep -o 'packets [0-9]*')
 for f in "$out"/rank*.pid; do kill -9 "$(cat "$f")" 2>/dev/null; done
 wait "$runner"
