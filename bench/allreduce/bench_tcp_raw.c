@@ -139,22 +139,26 @@ static int barrier(int lfd, int rfd, int n, int rank)
 	return 0;
 }
 
+#define MESH_LINKS_MAX 64
+
 /*
- * Send half bytes on each link and receive half from each, all at once: each
- * round of the loop moves what the sockets take and hold (until EAGAIN) on
- * both links, then waits in poll for the ones not done - the same I/O pattern
- * as libmeshrun's ring, so the bound is not loosened by extra poll rounds.
+ * Every link sends len bytes and receives len, all at once: each round of the
+ * loop moves what the sockets take and hold (until EAGAIN) on every link,
+ * then waits in poll for the ones not done - the same I/O pattern as
+ * libmeshrun's ring and mesh, so the bound is not loosened by extra poll
+ * rounds. The ring's rows use it with its two links (left, right).
  */
-static int exchange(struct link lk[2], size_t half, int rank)
+static int exchange_n(struct link *lk, int n, size_t len, int rank)
 {
-	for (int i = 0; i < 2; i++)
+	struct pollfd p[MESH_LINKS_MAX];
+
+	for (int i = 0; i < n; i++)
 		lk[i].soff = lk[i].roff = 0;
 	for (;;) {
-		struct pollfd p[2];
 		bool busy = false;
-		for (int i = 0; i < 2; i++) {
-			while (lk[i].roff < half) {
-				ssize_t r = recv(lk[i].fd, lk[i].rbuf + lk[i].roff, half - lk[i].roff, MSG_DONTWAIT);
+		for (int i = 0; i < n; i++) {
+			while (lk[i].roff < len) {
+				ssize_t r = recv(lk[i].fd, lk[i].rbuf + lk[i].roff, len - lk[i].roff, MSG_DONTWAIT);
 				if (r == 0) {
 					errno = ECONNRESET;
 					return die("recv", rank);
@@ -166,8 +170,8 @@ static int exchange(struct link lk[2], size_t half, int rank)
 				}
 				lk[i].roff += (size_t)r;
 			}
-			while (lk[i].soff < half) {
-				ssize_t s = send(lk[i].fd, lk[i].sbuf + lk[i].soff, half - lk[i].soff, MSG_DONTWAIT | MSG_NOSIGNAL);
+			while (lk[i].soff < len) {
+				ssize_t s = send(lk[i].fd, lk[i].sbuf + lk[i].soff, len - lk[i].soff, MSG_DONTWAIT | MSG_NOSIGNAL);
 				if (s < 0) {
 					if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 						break;
@@ -176,15 +180,15 @@ static int exchange(struct link lk[2], size_t half, int rank)
 				lk[i].soff += (size_t)s;
 			}
 		}
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < n; i++) {
 			p[i].fd = lk[i].fd;
-			p[i].events = (short)((lk[i].soff < half ? POLLOUT : 0) | (lk[i].roff < half ? POLLIN : 0));
+			p[i].events = (short)((lk[i].soff < len ? POLLOUT : 0) | (lk[i].roff < len ? POLLIN : 0));
 			p[i].revents = 0;
 			busy = busy || p[i].events;
 		}
 		if (!busy)
 			return 0;
-		int k = poll(p, 2, IO_TIMEOUT_MS);
+		int k = poll(p, (nfds_t)n, IO_TIMEOUT_MS);
 		if (k == 0) {
 			errno = ETIMEDOUT;
 			return die("exchange", rank);
@@ -195,8 +199,6 @@ static int exchange(struct link lk[2], size_t half, int rank)
 }
 
 /* ------------------------------------------------------------ --mesh */
-
-#define MESH_LINKS_MAX 64
 
 /* One socket to every peer over the first cable of the pair; fd[p] (-1 for us). */
 static int mesh_setup(const struct mr_mesh_hosts *h, int rank, const char *cc, int sndbuf, int *fd)
@@ -286,57 +288,6 @@ fail:
 	for (int p = 0; p < h->size; p++)
 		mr_close(&fd[p]);
 	return -1;
-}
-
-/* Every link sends len bytes and receives len, all at once from one poll loop. */
-static int exchange_n(struct link *lk, int n, size_t len, int rank)
-{
-	struct pollfd p[MESH_LINKS_MAX];
-
-	for (int i = 0; i < n; i++)
-		lk[i].soff = lk[i].roff = 0;
-	for (;;) {
-		bool busy = false;
-		for (int i = 0; i < n; i++) {
-			while (lk[i].roff < len) {
-				ssize_t r = recv(lk[i].fd, lk[i].rbuf + lk[i].roff, len - lk[i].roff, MSG_DONTWAIT);
-				if (r == 0) {
-					errno = ECONNRESET;
-					return die("recv", rank);
-				}
-				if (r < 0) {
-					if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-						break;
-					return die("recv", rank);
-				}
-				lk[i].roff += (size_t)r;
-			}
-			while (lk[i].soff < len) {
-				ssize_t s = send(lk[i].fd, lk[i].sbuf + lk[i].soff, len - lk[i].soff, MSG_DONTWAIT | MSG_NOSIGNAL);
-				if (s < 0) {
-					if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-						break;
-					return die("send", rank);
-				}
-				lk[i].soff += (size_t)s;
-			}
-		}
-		for (int i = 0; i < n; i++) {
-			p[i].fd = lk[i].fd;
-			p[i].events = (short)((lk[i].soff < len ? POLLOUT : 0) | (lk[i].roff < len ? POLLIN : 0));
-			p[i].revents = 0;
-			busy = busy || p[i].events;
-		}
-		if (!busy)
-			return 0;
-		int k = poll(p, (nfds_t)n, IO_TIMEOUT_MS);
-		if (k == 0) {
-			errno = ETIMEDOUT;
-			return die("exchange", rank);
-		}
-		if (k < 0 && errno != EINTR)
-			return die("poll", rank);
-	}
 }
 
 /* An all-to-all byte: every rank has heard from every other. */
@@ -462,7 +413,7 @@ static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int
 				goto out;
 			double t0 = bench_now();
 			for (int i = 0; i < iters; i++)
-				if (exchange(lk, half, rank) < 0)
+				if (exchange_n(lk, 2, half, rank) < 0)
 					goto out;
 			double dt = (bench_now() - t0) / iters;
 			if (rank == 0 && round >= 0)
