@@ -3,17 +3,22 @@
 # all_sum latency and bandwidth of jaccl (4-rank mesh), jaccl-ring (1 cable per
 # neighbour) and the ring backend (TCP), all over the SAME 6 veth cables, and
 # their ratios. Usage: guest_bench.sh BIN_DIR [--lat-size S] [--bw-size S]
-#                      [--lat-iters N] [--bw-iters N]
+#                      [--lat-iters N] [--bw-iters N] [--rows LIST]
+# --rows: comma-separated, default jaccl,jaccl-ring,ring; "shim" adds MLX's mpi
+# calls through libmeshrun-mpi on the jaccl mesh (mpishim-mlx-test --bench
+# under meshrun --backend mpi --mpi-impl meshrun: the issue 18 row, its time
+# the mean MPI_Allreduce call on rank 0, with no barrier between calls).
 # The ring backend's ranks are bound to IPv4 addresses on the cables (rank r
 # listens on its end of the cable to its left neighbour); guest_lib.sh's
 # mesh_ipv4 makes that TCP cross the veths instead of lo, which is checked
 # here with the veths' byte counters. Under TCG only the ratios mean anything.
 set -u
 BIN=$1; shift
-LAT=4K; BW=16M; LATIT=100; BWIT=3
+LAT=4K; BW=16M; LATIT=100; BWIT=3; ROWS=jaccl,jaccl-ring,ring
 while [ $# -gt 0 ]; do
 	case $1 in
 	--lat-size) LAT=$2;; --bw-size) BW=$2;; --lat-iters) LATIT=$2;; --bw-iters) BWIT=$2;;
+	--rows) ROWS=$2;;
 	*) echo "guest_bench.sh: unknown option '$1'" >&2; exit 2;;
 	esac
 	shift 2
@@ -23,7 +28,7 @@ T=/tmp/rdma-bench; mkdir -p "$T"
 . "$HERE/../../tests/integration/rdma/guest_lib.sh"
 PORT=31000
 
-echo "== rdma bench: 4 ranks, all_sum float32 in place, latency $LAT x $LATIT, bandwidth $BW x $BWIT (kernel $(uname -r), $(nproc) vCPUs)"
+echo "== rdma bench: 4 ranks, all_sum float32 in place, latency $LAT x $LATIT, bandwidth $BW x $BWIT, rows $ROWS (kernel $(uname -r), $(nproc) vCPUs)"
 mesh_cables 4 || exit 1
 mesh_ipv4 4 || exit 1
 RING_N=4
@@ -33,6 +38,15 @@ ring_mesh_cell() { # I J: the mesh cable to a ring neighbour
 hostfile "$T/jaccl.json" jaccl 4 mesh_cell
 hostfile "$T/jaccl-ring.json" jaccl-ring 4 ring_mesh_cell
 HOSTFILE_IPS=ring_ip_json hostfile "$T/ring.json" ring 4 null_cell
+
+# the traffic went over the cables: the bandwidth calls alone move
+# 2*(n-1)/n * size per rank and call
+check_tx() { # LABEL TX0 TX1
+	echo "$1: $((($3 - $2) / 1048576)) MiB sent over the veth cables"
+	if [ $(($3 - $2)) -lt $(($(numfmt --from=iec "$BW") * BWIT)) ]; then
+		echo "$1: too few bytes crossed the veths: the traffic did not go over the cables"; return 1
+	fi
+}
 
 run_one() { # LABEL BACKEND
 	local tx0 tx1 rc
@@ -45,26 +59,68 @@ run_one() { # LABEL BACKEND
 	rc=$?
 	tx1=$(mesh_tx_bytes)
 	grep RESULT "$T/$1.out"
-	echo "$1: meshrun exit $rc, $(((tx1 - tx0) / 1048576)) MiB sent over the veth cables"
+	echo "$1: meshrun exit $rc"
 	[ $rc = 0 ] || { tail -20 "$T/$1.err"; return 1; }
-	# the bandwidth calls alone move 2*(n-1)/n * size per rank and call
-	if [ $((tx1 - tx0)) -lt $(($(numfmt --from=iec "$BW") * BWIT)) ]; then
-		echo "$1: too few bytes crossed the veths: the traffic did not go over the cables"; return 1
-	fi
+	check_tx "$1" "$tx0" "$tx1"
 }
 
-bad=0
-for b in jaccl jaccl-ring ring; do run_one $b $b || bad=1; done
+# MLX's calls through libmeshrun-mpi on the jaccl mesh: one launch per size,
+# its line turned into the RESULT format (algbw = bytes / seconds per call)
+run_shim() {
+	local tx0 tx1 rc size iters line
+	tx0=$(mesh_tx_bytes)
+	: >"$T/shim.out"
+	for size in "$LAT:$LATIT" "$BW:$BWIT"; do
+		iters=${size#*:}; size=$(numfmt --from=iec "${size%:*}")
+		PORT=$((PORT + 10))
+		"$BIN/meshrun" --hostfile "$T/jaccl.json" --backend mpi --mpi-impl meshrun -p $PORT --stdin none \
+			--timeout 1200 --env MESHRUN_IB_GID_INDEX=0 --env MESHRUN_TIMEOUT=300 \
+			-- "$BIN/mpishim-mlx-test" --bench "$size" "$iters" >"$T/shim.1.out" 2>"$T/shim.err"
+		rc=$?
+		line=$(grep '^mlx-mpi-bench:' "$T/shim.1.out")
+		echo "$line"
+		[ $rc = 0 ] || { echo "shim: meshrun exit $rc"; tail -20 "$T/shim.err"; return 1; }
+		[[ $line =~ \(jaccl\)\)?$ ]] || { echo "shim: the shim did not run on jaccl"; return 1; }
+		echo "$line" | awk -v b="$size" -v n="$iters" '{ for (i = 1; i <= NF; i++) if ($i == "mean") t = $(i + 1) / 1e3 }
+			END { printf "RESULT shim 4 %d %d %.9f %.4f\n", b, n, t, b / t / 1e9 }' | tee -a "$T/shim.out"
+	done
+	tx1=$(mesh_tx_bytes)
+	check_tx shim "$tx0" "$tx1"
+}
+
+bad=0 rows=()
+IFS=, read -ra rows <<<"$ROWS"
+for b in "${rows[@]}"; do
+	case $b in
+	jaccl|jaccl-ring|ring) run_one $b $b || bad=1;;
+	shim) run_shim || bad=1;;
+	*) echo "guest_bench.sh: unknown row '$b' (jaccl, jaccl-ring, ring, shim)"; exit 2;;
+	esac
+done
 [ $bad = 0 ] || { echo "rdma bench: a run failed"; exit 1; }
-cat "$T"/{jaccl,jaccl-ring,ring}.out | awk '
+for b in "${rows[@]}"; do cat "$T/$b.out"; done | awk -v rows="$ROWS" '
 	$1 == "RESULT" { t[$2 "," $4] = $6; sz[$4] = 1 }
 	END {
+		nr = split(rows, row, ",")
 		n = 0; for (s in sz) size[n++] = s + 0
 		small = size[0] < size[1] ? size[0] : size[1]; big = size[0] < size[1] ? size[1] : size[0]
 		for (i = 0; i < 2; i++) {
 			s = i ? big : small
-			printf "all_sum %d B: jaccl %.3f ms, jaccl-ring %.3f ms, ring %.3f ms per call\n", s, t["jaccl," s] * 1e3, t["jaccl-ring," s] * 1e3, t["ring," s] * 1e3
+			line = sprintf("all_sum %d B:", s)
+			for (k = 1; k <= nr; k++)
+				line = line sprintf(" %s %.3f ms (busbw %.3f GB/s)%s", row[k], t[row[k] "," s] * 1e3,
+					1.5 * s / t[row[k] "," s] / 1e9, k < nr ? "," : "")
+			print line " per call"
 		}
-		printf "RATIO latency (%d B, ring time / time): jaccl %.2f, jaccl-ring %.2f\n", small, t["ring," small] / t["jaccl," small], t["ring," small] / t["jaccl-ring," small]
-		printf "RATIO bandwidth (%d B, bandwidth / ring bandwidth): jaccl %.2f, jaccl-ring %.2f\n", big, t["ring," big] / t["jaccl," big], t["ring," big] / t["jaccl-ring," big]
+		if (("ring," small) in t) {
+			for (k = 1; k <= nr; k++) if (row[k] != "ring" && row[k] != "shim")
+				printf "RATIO latency (%d B, ring time / time): %s %.2f\n", small, row[k], t["ring," small] / t[row[k] "," small]
+			for (k = 1; k <= nr; k++) if (row[k] != "ring" && row[k] != "shim")
+				printf "RATIO bandwidth (%d B, bandwidth / ring bandwidth): %s %.2f\n", big, row[k], t["ring," big] / t[row[k] "," big]
+		}
+		if (("shim," big) in t && ("jaccl," big) in t)
+			for (i = 0; i < 2; i++) {
+				s = i ? big : small
+				printf "RATIO shim (%d B, libmeshrun-mpi bandwidth / libmeshrun jaccl bandwidth): %.2f\n", s, t["jaccl," s] / t["shim," s]
+			}
 	}'

@@ -24,7 +24,15 @@ static int nomem(struct meshrun_err *err, size_t bytes)
 	return set_err(err, MESHRUN_E_NOMEM, "out of memory (%zu bytes)", bytes);
 }
 
-/* The world's all-gather, or one over point-to-point messages for a split. */
+/*
+ * The world's all-gather, or one over point-to-point messages for a split.
+ * A send may wait for its receiver: jaccl's does once the peer's posted
+ * receive buffers are full (about 1 MiB), unlike the ring's, whose progress
+ * thread takes messages into a mailbox. So every rank visits its pairs in one
+ * global order, (0,1), (0,2), ..., (0,n-1), (1,2), ..., the lower member of a
+ * pair sending first: the first pair not yet done always has both members at
+ * it, so the exchange cannot deadlock.
+ */
 int mrmpi_comm_allgather(struct mrmpi_comm *c, const void *send, void *recv, size_t bytes,
 			 struct meshrun_err *err)
 {
@@ -37,17 +45,20 @@ int mrmpi_comm_allgather(struct mrmpi_comm *c, const void *send, void *recv, siz
 	send = r + (size_t)c->rank * bytes;
 	if (!bytes)
 		return 0;
-	/* every send first: libmeshrun's progress thread takes messages into the
-	 * receiver's mailbox, so a send does not wait for the matching receive */
-	for (int k = 1; k < c->size; k++) {
-		int to = (c->rank + k) % c->size;
-		if ((rc = meshrun_send(c->g, send, bytes, MESHRUN_UINT8, c->members[to], err)) < 0)
-			return rc;
-	}
-	for (int k = 1; k < c->size; k++) {
-		int from = (c->rank - k + c->size) % c->size;
-		if ((rc = meshrun_recv(c->g, r + (size_t)from * bytes, bytes, MESHRUN_UINT8,
-				       c->members[from], err)) < 0)
+	for (int p = 0; p < c->size; p++) {
+		if (p == c->rank)
+			continue;
+		int w = c->members[p];
+		if (p > c->rank) {
+			rc = meshrun_send(c->g, send, bytes, MESHRUN_UINT8, w, err);
+			if (rc == 0)
+				rc = meshrun_recv(c->g, r + (size_t)p * bytes, bytes, MESHRUN_UINT8, w, err);
+		} else {
+			rc = meshrun_recv(c->g, r + (size_t)p * bytes, bytes, MESHRUN_UINT8, w, err);
+			if (rc == 0)
+				rc = meshrun_send(c->g, send, bytes, MESHRUN_UINT8, w, err);
+		}
+		if (rc < 0)
 			return rc;
 	}
 	return 0;

@@ -37,10 +37,13 @@
  * Communicators: MPI_Comm_split exchanges (color, key) with an all-gather. A
  * split that keeps every rank in order shares the world's libmeshrun group; a
  * rank alone gets a size-1 communicator; any other split makes a communicator
- * over the world group's point-to-point messages (gathers by send/recv, the
- * reduction done locally in rank order). libmeshrun has no tags: messages
- * between two ranks are matched in the order they are sent, whatever their
- * communicator and tag (MPI would match by communicator and tag).
+ * over the world group's point-to-point messages (gathers by send/recv, pair
+ * by pair in one global order since a send may wait for its receiver, the
+ * reduction done locally in rank order). On jaccl-ring, point-to-point
+ * messages reach ring neighbours only: MPI_Send/MPI_Recv, and a split's
+ * collectives, between other ranks fail naming them. libmeshrun has no tags:
+ * messages between two ranks are matched in the order they are sent, whatever
+ * their communicator and tag (MPI would match by communicator and tag).
  *
  * Not supported, each failing with MPI_ERR_* and a message naming the call:
  * MPI_ANY_SOURCE, a send to oneself, color MPI_UNDEFINED, a receive count that

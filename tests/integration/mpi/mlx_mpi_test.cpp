@@ -11,6 +11,15 @@
 //   mpishim-mlx-test --fault-loop          all_sum of 16 MiB until one fails:
 //                                          print the error and the seconds, exit 3
 //   mpishim-mlx-test --bench SIZE ITERS    all_sum float32 timing (bench/allreduce)
+// Options:
+//   --fault-size BYTES   the --fault-loop's all_sum size (default 16 MiB; the
+//                        soft-RoCE guest, emulated, uses less)
+//   --ignore-sigterm     for fault tests under meshrun, which stops the other
+//                        ranks at the first failure: they still print theirs
+//   --split-size N       elements of the split's all_sum (default 70000)
+//   --neighbours-only    a ring whose ranks reach their two neighbours only
+//                        (jaccl-ring): send/recv between neighbours, and the
+//                        reordered split pairs neighbours (0,1), (2,3), ...
 //
 // Output: "mlx-mpi-test: rank R of N: ok (...)" per rank on success.
 #include <dlfcn.h>
@@ -433,11 +442,17 @@ void check_all(int size, const std::vector<size_t>& sizes) {
   }
 }
 
+bool neighbours_only = false;
+
+bool neighbours(int a, int b, int size) {
+  return (a + 1) % size == b || (b + 1) % size == a;
+}
+
 void check_send_recv(int size) {
   const size_t n = 1000;
   for (int a = 0; a < size; a++)
     for (int b = 0; b < size; b++) {
-      if (a == b)
+      if (a == b || (neighbours_only && !neighbours(a, b, size)))
         continue;
       std::vector<int32_t> buf(n);
       if (rank_ == a) {
@@ -458,10 +473,14 @@ void check_send_recv(int size) {
     }
 }
 
+size_t split_n = 70000;
+
 void check_split(int size) {
   // MLX's split(color, key): key = rank when not given; here reversed order
+  // (--neighbours-only: pairs of ring neighbours, (0,1), (2,3), ..., the last
+  // rank of an odd size alone)
   for (int kind = 0; kind < 2; kind++) {
-    int color = kind == 0 ? rank_ % 2 : 0;
+    int color = kind == 1 ? 0 : neighbours_only ? rank_ / 2 : rank_ % 2;
     int key = kind == 0 ? size - rank_ : rank_;
     MPI_Comm sub;
     int rc = mpi.comm_split(mpi.comm_world_, color, key, &sub);
@@ -473,14 +492,14 @@ void check_split(int size) {
     mpi.size(sub, &ssize);
     std::vector<int> members; // world ranks in sub order
     for (int r = 0; r < size; r++)
-      if (kind == 1 || r % 2 == color)
+      if (kind == 1 || (neighbours_only ? r / 2 : r % 2) == color)
         members.push_back(r);
     if (kind == 0)
       std::reverse(members.begin(), members.end());
     CHECK(ssize == (int)members.size() && members[srank] == rank_,
           "split %d: rank %d of %d, want %zu members with us at our place", kind, srank, ssize,
           members.size());
-    const size_t n = 70000;
+    const size_t n = split_n;
     std::vector<float> x(n);
     std::vector<uint16_t> hx(n);
     for (size_t i = 0; i < n; i++) {
@@ -519,8 +538,8 @@ void check_split(int size) {
   }
 }
 
-int fault_loop(int size) {
-  std::vector<float> x(4u << 20, 1.0f);
+int fault_loop(int size, size_t bytes) {
+  std::vector<float> x(std::max<size_t>(bytes / 4, 1), 1.0f);
   auto t0 = std::chrono::steady_clock::now();
   for (int it = 0;; it++) {
     auto t = std::chrono::steady_clock::now();
@@ -565,12 +584,21 @@ int bench(int size, size_t bytes, int iters) {
 int main(int argc, char** argv) {
   std::vector<size_t> sizes = {1, 7, 1000, 70000};
   bool fault = false;
+  size_t fault_bytes = 16u << 20;
   size_t bench_bytes = 0;
   int bench_iters = 0;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--fault-loop")
       fault = true;
+    else if (a == "--fault-size" && i + 1 < argc)
+      fault_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--ignore-sigterm")
+      signal(SIGTERM, SIG_IGN);
+    else if (a == "--split-size" && i + 1 < argc)
+      split_n = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--neighbours-only")
+      neighbours_only = true;
     else if (a == "--bench" && i + 2 < argc) {
       bench_bytes = std::strtoull(argv[++i], nullptr, 10);
       bench_iters = std::atoi(argv[++i]);
@@ -582,7 +610,8 @@ int main(int argc, char** argv) {
           p++;
       }
     } else {
-      std::fprintf(stderr, "usage: mpishim-mlx-test [--sizes N,...|--fault-loop|--bench BYTES ITERS]\n");
+      std::fprintf(stderr, "usage: mpishim-mlx-test [--sizes N,...|--fault-loop [--fault-size BYTES]|--bench BYTES ITERS]\n"
+                   "       [--split-size N] [--ignore-sigterm] [--neighbours-only]\n");
       return 2;
     }
   }
@@ -603,7 +632,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (fault)
-    return fault_loop(size);
+    return fault_loop(size, fault_bytes);
   if (bench_bytes) {
     int rc = bench(size, bench_bytes, bench_iters);
     mpi.finalize();

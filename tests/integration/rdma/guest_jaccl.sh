@@ -3,10 +3,12 @@
 # (scripts/rxe-guest.sh boots it). Usage: guest_jaccl.sh BIN_DIR [CASE...]
 # Options: --max-size BYTES (largest buffer of the test program, default 1M).
 # The run_rdma.sh default is 16M (several minutes under TCG).
-# Cases: mesh4 ring4x2 kill pull baddev (default: all five).
+# Cases: mesh4 ring4x2 shim kill pull baddev (default: all six).
 #
 # Every case runs through the real launcher, as a user would:
 #   meshrun --hostfile F --backend jaccl|jaccl-ring -- meshrun-allreduce-test ...
+# (case shim: meshrun --hostfile F --backend mpi --mpi-impl meshrun --
+# mpishim-mlx-test ..., MLX's mpi calls through libmeshrun-mpi on jaccl)
 # with an MLX object-form hostfile whose 4 hosts are all 127.0.0.1 (meshrun
 # starts them locally; rank 0's ips[0] is the coordinator's address) and whose
 # rdma matrix names the rxe devices (guest_lib.sh: one veth pair with an rxe
@@ -19,7 +21,7 @@ MAXSIZE=1M
 if [ "${1:-}" = --max-size ]; then MAXSIZE=$2; shift 2; fi
 PROG=$BIN/meshrun-allreduce-test
 MESHRUN=$BIN/meshrun
-CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 kill pull baddev)
+CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 shim kill pull baddev)
 T=/tmp/jaccl-guest; mkdir -p "$T"
 . "$(dirname "$0")/guest_lib.sh"
 PORT=29500
@@ -89,6 +91,88 @@ case_ring4x2() {
 		ok "meshrun --backend jaccl-ring, 4 ranks, 2 cables per neighbour, both directions: every collective, op and dtype up to $MAXSIZE, neighbour send/recv; non-neighbour pairs skipped as unsupported ($(since "$t0") s)"
 		while IFS= read -r l; do [[ $l =~ skipped ]] && echo "$l"; done <"$T/ring4x2.out"
 	else ko "ring4x2: meshrun exit $rc"; show ring4x2; fi
+}
+
+# Packets sent by the rxe devices whose names match GLOB (summed counters).
+sent_pkts() {
+	local f v n=0
+	for f in /sys/class/infiniband/$1/ports/1/hw_counters/sent_pkts; do
+		[ -e "$f" ] && read -r v <"$f" && n=$((n + v))
+	done
+	echo $n
+}
+
+# every rank of mpishim-mlx-test says ok, with the shim's version string
+# naming libmeshrun's backend after MPI_Init: jaccl
+shim_summaries() { # tag n
+	local r
+	for ((r = 0; r < $2; r++)); do
+		has "$T/$1.out" "^\[rank $r 127\.0\.0\.1\] mlx-mpi-test: rank $r of $2: ok \(libmeshrun-mpi .*Open MPI ABI subset .*\(jaccl\)\)$" || return 1
+	done
+}
+
+# MLX's mpi backend on jaccl (issue 18): `meshrun --backend mpi --mpi-impl
+# meshrun` on the same hostfiles gives libmeshrun-mpi jaccl's variables
+# (JACCL_RING=1 for the ring), and mpishim-mlx-test (MLX's mpi.cpp reduced to
+# its calls: dlopen of MLX_MPI_LIBNAME, every dtype and op, all_gather,
+# send/recv, splits) must pass on jaccl's QPs: the version string names
+# jaccl and the mesh's (then the ring's) rxe devices carried the packets. The
+# reordered split's all_sum is 2.4 MB, more than a peer's posted receive
+# buffers take: jaccl's sends then wait for the receiver, and the split's
+# point-to-point gather must not deadlock on them (it hung until the stall
+# timeout when every rank sent first). Then kill -9 of
+# one rank: every other rank's MPI_Allreduce returns an error naming it
+# within MESHRUN_TIMEOUT (MESHRUN_MPI_ERRORS=return: the program prints the
+# code and the seconds the call took).
+case_shim() {
+	local prog=$BIN/mpishim-mlx-test t0 rc p0 p1 r i pid its tk secs bad=0 l
+	if [ ! -x "$prog" ] || [ ! -e "$BIN/../lib/libmeshrun-mpi.so" ]; then
+		ko "shim: $prog or libmeshrun-mpi.so is not built"; return
+	fi
+	mesh_cables 4 || { ko "shim: mesh setup failed"; return; }
+	hostfile "$T/mesh4.json" jaccl 4 mesh_cell
+	t0=$EPOCHREALTIME p0=$(sent_pkts 'rxe_[0-3]_[0-3]')
+	launch shim4 "$T/mesh4.json" mpi --mpi-impl meshrun --env MESHRUN_TIMEOUT=120 -- "$prog" --sizes 1,1000,10000 --split-size 600000
+	wait $MR_PID; rc=$?
+	p1=$(sent_pkts 'rxe_[0-3]_[0-3]')
+	if [ $rc = 0 ] && shim_summaries shim4 4 && [ $((p1 - p0)) -gt 1000 ]; then
+		ok "meshrun --backend mpi --mpi-impl meshrun, 4-rank jaccl mesh: mpishim-mlx-test (every dtype and op at 1, 1000, 10000 elements, all_gather, send/recv between every pair, splits) passed on jaccl, $((p1 - p0)) packets over the mesh's rxe devices ($(since "$t0") s)"
+	else ko "shim mesh4: meshrun exit $rc, $((p1 - p0)) packets on the mesh devices"; show shim4; fi
+
+	ring_cables 4 2 || { ko "shim: ring setup failed"; return; }
+	hostfile "$T/ring4x2.json" jaccl-ring 4 ring_cell 4 2
+	t0=$EPOCHREALTIME p0=$(sent_pkts 'rxe_*_*_*')
+	launch shimring "$T/ring4x2.json" mpi --mpi-impl meshrun --env MESHRUN_TIMEOUT=120 -- "$prog" --sizes 10000 --neighbours-only
+	wait $MR_PID; rc=$?
+	p1=$(sent_pkts 'rxe_*_*_*')
+	if [ $rc = 0 ] && shim_summaries shimring 4 && [ $((p1 - p0)) -gt 1000 ]; then
+		ok "the same on a 4-rank jaccl-ring (2 cables per neighbour; send/recv and the split between neighbours): passed on jaccl, $((p1 - p0)) packets over the ring's rxe devices ($(since "$t0") s)"
+	else ko "shim ring4x2: meshrun exit $rc, $((p1 - p0)) packets on the ring devices"; show shimring; fi
+
+	t0=$EPOCHREALTIME
+	launch shimkill "$T/mesh4.json" mpi --mpi-impl meshrun --verbose --env MESHRUN_TIMEOUT=20 --env MESHRUN_MPI_ERRORS=return \
+		-- "$prog" --fault-loop --fault-size 262144 --ignore-sigterm
+	for ((i = 0; i < 600; i++)); do [ -e "$T/shimkill.out" ] && has "$T/shimkill.out" "^\[rank 2 127\.0\.0\.1\] iteration 1 done" && break; sleep 0.1; done
+	pid=$(rank_pid $MR_PID 2)
+	its=$(count "$T/shimkill.out" "rank 2 127\.0\.0\.1\] iteration"); tk=$(since "$t0")
+	[ -n "$pid" ] && kill -9 "$pid"
+	[ -n "$pid" ] || { kill "$MR_PID"; bad=1; }
+	wait $MR_PID; rc=$?
+	for r in 0 1 3; do
+		l=
+		while IFS= read -r l; do
+			[[ $l =~ ^\[rank\ $r\ 127\.0\.0\.1\]\ mlx-mpi-test:\ rank\ $r\ of\ 4:\ MPI_Allreduce\ returned\ [1-9][0-9]*\ after\ ([0-9]+)\.[0-9]+\ s ]] && break
+			l=
+		done <"$T/shimkill.out"
+		secs=${BASH_REMATCH[1]:-99}
+		[ -n "$l" ] && [ "$secs" -lt 20 ] || bad=1
+		has "$T/shimkill.err" "^\[rank $r 127\.0\.0\.1\] libmeshrun-mpi: MPI_Allreduce: .*rank 2" || bad=1
+	done
+	if [ $bad = 0 ]; then
+		ok "shim: kill -9 of rank 2 mid MPI_Allreduce on jaccl (after $its iterations, at $tk s): ranks 0, 1, 3 got an error naming rank 2 within MESHRUN_TIMEOUT=20; meshrun exit $rc ($(since "$t0") s)"
+		while IFS= read -r l; do [[ $l =~ returned ]] && echo "$l"; done <"$T/shimkill.out"
+		while IFS= read -r l; do [[ $l =~ libmeshrun-mpi:\ MPI_Allreduce ]] && echo "${l:0:220}"; done <"$T/shimkill.err"
+	else ko "shim kill: meshrun exit $rc, rank 2 pid '$pid' killed after $its iterations at $tk s"; show shimkill; fi
 }
 
 case_kill() {
