@@ -64,6 +64,12 @@ endif()
 if(MR_CHECK_STATFS_FSTYPENAME)
   set(MR_HAVE_STATFS_FSTYPENAME 1)
 endif()
+# POSIX 2008's st_mtim; a Mac has st_mtimespec
+check_struct_has_member("struct stat" st_mtim "sys/types.h;sys/stat.h" MR_CHECK_STAT_MTIM)
+set(MR_HAVE_STAT_MTIM 0)
+if(MR_CHECK_STAT_MTIM)
+  set(MR_HAVE_STAT_MTIM 1)
+endif()
 set(CMAKE_REQUIRED_DEFINITIONS ${_mr_saved_defs})
 
 set(MR_PORTABLE_ONLY 0)

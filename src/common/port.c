@@ -308,6 +308,15 @@ int mr_tcp_retrans(int fd, uint64_t *bytes)
 #endif
 }
 
+int64_t mr_stat_mtime_ns(const struct stat *st)
+{
+#if !MR_HAVE_STAT_MTIM
+	return (int64_t)st->st_mtimespec.tv_sec * 1000000000 + st->st_mtimespec.tv_nsec;
+#else
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+#endif
+}
+
 int mr_peer_uid(int fd, uid_t *uid)
 {
 #if MR_HAVE_GETPEEREID

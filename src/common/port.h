@@ -66,6 +66,10 @@ int mr_tcp_retrans(int fd, uint64_t *bytes);
  */
 int mr_peer_uid(int fd, uid_t *uid);
 
+struct stat;
+/* A file's modification time in nanoseconds (st_mtim on Linux, st_mtimespec on macOS). */
+int64_t mr_stat_mtime_ns(const struct stat *st);
+
 /* n bytes from the system's random source (getrandom, arc4random_buf, /dev/urandom). */
 int mr_random_bytes(void *buf, size_t n);
 

@@ -400,6 +400,8 @@ const char mr_hal_watchdog_script[] =
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
 	"D/*) set -- \"$@\" \"${l#D}\"; w=0;; "
+	"R?*) x=${l#R}; case $x in /*) ;; */*|.|..) x=;; *) x=\"${TMPDIR:-/tmp}/$x\";; esac; "
+	"[ -z \"$x\" ] || { for a do shift; [ \"$a\" = \"$x\" ] || set -- \"$@\" \"$a\"; done; rm -rf -- \"$x\"; };; "
 	"T?*) case ${l#T} in */*|.|..) ;; *) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; "
 	"esac; done; "
 	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
@@ -474,6 +476,18 @@ int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 	if (!hal->ops->remove_at_exit)
 		return 0;
 	return hal->ops->remove_at_exit(hal, host, dir, err);
+}
+
+int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir)
+{
+	if (!hal || !dir || !*dir || strchr(dir, '\n') || !hal->ops->remove_now)
+		return 0;
+	return hal->ops->remove_now(hal, host, dir);
+}
+
+bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host)
+{
+	return hal && hal->ops->removes_at_free && hal->ops->removes_at_free(hal, host);
 }
 
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx)

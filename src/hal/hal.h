@@ -151,7 +151,7 @@ bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_
  * the other's uid. A socket nobody listens on is replaced by a new daemon; a
  * daemon that does not answer within a bounded time is an error (the mux then
  * warns once and connects directly). When this client goes (mr_hal_free, or
- * killed), the daemon kills its processes and ends its watchdogs, so the job
+ * killed), the daemon kills its processes and removes its directories, so the job
  * stops as with the ssh backend; results, errors and messages are the ssh
  * backend's (the daemon runs one), deadlines and output caps are kept here.
  */
@@ -296,6 +296,20 @@ int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
  */
 int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 			  struct meshrun_err *err);
+/*
+ * Remove dir (as given to mr_hal_remove_at_exit) on host now, through the
+ * host's watchdog ("R" line), without waiting for it, and forget it for the
+ * exit: 0 (also when the backend has no watchdog there), or MESHRUN_E_NOMEM.
+ * The persist daemon uses it when a client leaves.
+ */
+int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir);
+/*
+ * True when the backend itself removes every directory given to
+ * mr_hal_remove_at_exit() for host when the hal is freed (the persist backend:
+ * its daemon does, in the background, also when we are killed): the caller
+ * need not run an `rm` of its own at the end.
+ */
+bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
 
 /*
  * The command lines the ssh backend sends (exposed so that tests can run them
@@ -308,8 +322,8 @@ int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
  *            the marker line (stripped from stdout by the backend) carries the
  *            process group of the whole command tree;
  *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" and
- *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin;
- *            at EOF (we exited or died) it TERMs the registered groups, KILLs
+ *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin,
+ *            and "R/abs/dir" or "RNAME" (remove that one now, forget it); at EOF (we exited or died) it TERMs the registered groups, KILLs
  *            them a second later, then removes the directories;
  *  kill      mr_hal_kill_script: `kill -SIGNAME -PGID`, always exit 0.
  */

@@ -70,6 +70,8 @@
  *                delivers what became ready. Return 0 or MESHRUN_E_NOMEM. A backend
  *                without it is polled every MR_HAL_MUX_TICK_MS.
  *   remove_at_exit  optional (NULL: ignored); hal.c has validated dir and host.
+ *   remove_now   optional (NULL: nothing); dir as given to remove_at_exit; no wait.
+ *   removes_at_free optional (NULL: false); see mr_hal_removes_at_free().
  *   proc_release kill (if still running: TERM, MR_HAL_KILL_GRACE_MS, KILL, all to
  *                the group) and reap the process, no callbacks, then
  *                mr_proc_release_common() and free the backend struct.
@@ -127,7 +129,22 @@ struct mr_hal_ops {
 	void (*free)(struct mr_hal *hal);
 	int (*remove_at_exit)(struct mr_hal *hal, const char *host, const char *dir,
 			      struct meshrun_err *err);
+	int (*remove_now)(struct mr_hal *hal, const char *host, const char *dir);
+	bool (*removes_at_free)(struct mr_hal *hal, const char *host);
 };
+
+/*
+ * The persist backend (persist.c) asks its daemon to look hosts up in the
+ * daemon's ssh_config (cached there: no `ssh -G` here). For each host errs[i]
+ * (the lookup's error) and gaps[i] (malloc'd: the first thing libssh2 cannot do
+ * for it, NULL: none; the caller frees). 0, or < 0 when hal is not a persist
+ * hal or the daemon did not answer (gaps all NULL).
+ */
+/* The daemon's socket for opts into path (its directory made 0700): a hash of
+ * the identity and the ssh_config files' stamps (persist.c). */
+int mr_hal_persist_path(const struct mr_hal_opts *o, char *path, size_t n, struct meshrun_err *err);
+int mr_hal_persist_resolve(struct mr_hal *hal, const char *const *hosts, size_t n, char **gaps,
+			   struct meshrun_err *errs);
 
 /* A watched fd (mr_hal_watch_fd). */
 struct mr_hal_watch {

@@ -124,6 +124,42 @@ static int shared_cfg(struct mux_hal *m, struct mr_ssh_config **out, struct mesh
 	return rc;
 }
 
+static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct meshrun_err *err);
+
+/*
+ * With --persist, the daemon's cached lookups decide (no `ssh -G` here): 0 with
+ * every host routed, < 0 when there is no daemon to ask (then we look up).
+ */
+static int by_daemon(struct mux_hal *m, const char **todo, size_t k, struct mr_buf *names, size_t *nopen)
+{
+	struct meshrun_err *errs = NULL;
+	struct mr_hal *in = NULL;
+	char **gaps = NULL;
+	int rc = -1;
+
+	if (m->base.opts.persist_ms <= 0 || get_inner(m, MUX_REMOTE, &in, NULL) < 0 ||
+	    strcmp(mr_hal_name(in), "persist"))
+		return -1;
+	errs = calloc(k, sizeof(*errs));
+	gaps = calloc(k, sizeof(*gaps));
+	if (!errs || !gaps || (rc = mr_hal_persist_resolve(in, todo, k, gaps, errs)) < 0)
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		/* as below: a failed lookup stays with libssh2, which says what is wrong */
+		bool need = !errs[i].code && gaps[i];
+
+		route_add(m, todo[i], need ? MUX_OPENSSH : MUX_REMOTE);
+		if (need)
+			(void)mr_buf_printf(names, "%s%s (%s)", (*nopen)++ ? ", " : "", todo[i], gaps[i]);
+	}
+out:
+	for (size_t i = 0; gaps && i < k; i++)
+		free(gaps[i]);
+	free(gaps);
+	free(errs);
+	return rc;
+}
+
 /*
  * auto: which of hosts need the OpenSSH client? Each remote host not decided yet
  * is looked up in the shared ssh_config (`ssh -G` for all of them at once, or the
@@ -148,7 +184,7 @@ static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
 		if (!m->probe)
 			return;
 	}
-	if (shared_cfg(m, &cfg, NULL) < 0 || !(todo = calloc(n ? n : 1, sizeof(*todo))))
+	if (!(todo = calloc(n ? n : 1, sizeof(*todo))))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const char *h = mr_hal_host_name(hosts[i]);
@@ -161,6 +197,10 @@ static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
 		if (!dup)
 			todo[k++] = h;
 	}
+	if (k && by_daemon(m, todo, k, &names, &nopen) == 0)
+		goto said;
+	if (shared_cfg(m, &cfg, NULL) < 0)
+		goto out;
 	mr_ssh_config_prefetch(cfg, todo, k);
 	for (size_t i = 0; i < k; i++) {
 		struct mr_ssh_host_cfg hc = MR_SSH_HOST_CFG_INIT;
@@ -173,6 +213,7 @@ static void classify(struct mux_hal *m, const char *const *hosts, size_t n)
 		}
 		mr_ssh_host_cfg_release(&hc);
 	}
+said:
 	if (nopen)
 		mr_info("using the OpenSSH client for %s (--ssh libssh2|openssh to choose)",
 			mr_buf_cstr(&names));
@@ -522,6 +563,13 @@ static int mux_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	return rc < 0 ? rc : mr_hal_remove_at_exit(in, host, dir, err);
 }
 
+static bool mux_removes_at_free(struct mr_hal *hal, const char *host)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+
+	return mr_hal_removes_at_free(m->inner[side_of(m, mr_hal_host_name(host))], host);
+}
+
 static const struct mr_hal_ops mux_ops = {
 	.name = "auto",
 	.run = mux_run,
@@ -535,6 +583,7 @@ static const struct mr_hal_ops mux_ops = {
 	.proc_release = mux_proc_release,
 	.free = mux_free,
 	.remove_at_exit = mux_remove_at_exit,
+	.removes_at_free = mux_removes_at_free,
 };
 
 int mr_hal_new_mux(struct mr_hal **out, const struct mr_hal_opts *opts,

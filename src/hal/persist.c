@@ -16,7 +16,10 @@
  *     jobs: what the daemon runs for us     pout/perr/exit until delivered
  *
  * Finding the daemon: its socket name is a hash of what decides who we are to
- * the hosts (persist_key). A connect that finds nobody (no file, or a stale
+ * the hosts and how they resolve (mr_hal_persist_path: the ssh_config files' identity,
+ * size and mtime too, so that the daemon's cached `ssh -G` answers and
+ * connections never outlive an edit of the config: an edited config finds a new
+ * daemon, the old one idles out; an Include'd file is not watched). A connect that finds nobody (no file, or a stale
  * socket: ECONNREFUSED) starts one under a lock file: bind and listen here,
  * then fork twice; the grandchild, in its own session with every other fd
  * closed, is the daemon. So a client never waits on a daemon that is not
@@ -32,6 +35,7 @@
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
 #include "hal/persist_proto.h"
+#include "hal/ssh_config.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -75,7 +79,8 @@ struct reply {
 	uint8_t type;
 	bool got;
 	struct meshrun_err err;
-	struct meshrun_err *errs;     /* CONNECTED: one per host */
+	struct meshrun_err *errs;     /* CONNECTED, RESOLVED: one per host */
+	char **gaps;                  /* RESOLVED: one per host (malloc'd or NULL) */
 	size_t nerrs;
 };
 
@@ -106,9 +111,42 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 	return h * 1099511628211ULL; /* a field separator: "ab","c" differs from "a","bc" */
 }
 
-/* The socket's path: DIR/persist-HASH.sock, HASH over what authentication and
- * host key checks depend on, so two identities never share a daemon. */
-static int persist_path(const struct mr_hal_opts *o, char *path, size_t n, struct meshrun_err *err)
+/* "dev:ino:size:mtime_ns" of the file at path ("-" when there is none). */
+static void file_stamp(const char *path, char *out, size_t n)
+{
+	struct stat st;
+
+	if (!path || stat(path, &st) < 0)
+		snprintf(out, n, "-");
+	else
+		snprintf(out, n, "%llu:%llu:%lld:%lld", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+			 (long long)st.st_size, (long long)mr_stat_mtime_ns(&st));
+}
+
+/* The ssh_config files `ssh -G` reads (ssh_config.h's load: -F FILE only, else
+ * ~/.ssh/config and the system's), as stamps. */
+static void config_stamp(const struct mr_hal_opts *o, char *out, size_t n)
+{
+	const char *cfg = o->ssh_config, *env = getenv("MESHRUN_SSH_CONFIG");
+	char a[128], b[128], user[PATH_MAX];
+
+	if (!cfg && env && *env)
+		cfg = env;
+	if (cfg) {
+		file_stamp(cfg, a, sizeof(a));
+		snprintf(out, n, "F%s", a);
+		return;
+	}
+	snprintf(user, sizeof(user), "%s/.ssh/config", mr_ssh_home());
+	file_stamp(user, a, sizeof(a));
+	file_stamp("/etc/ssh/ssh_config", b, sizeof(b));
+	snprintf(out, n, "U%s S%s", a, b);
+}
+
+/* The socket's path: DIR/persist-HASH.sock, HASH over what authentication,
+ * host key checks and host lookups depend on, so two identities never share a
+ * daemon, nor two versions of an ssh_config. */
+int mr_hal_persist_path(const struct mr_hal_opts *o, char *path, size_t n, struct meshrun_err *err)
 {
 	const char *rt = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
 	const char *fields[] = {
@@ -116,12 +154,14 @@ static int persist_path(const struct mr_hal_opts *o, char *path, size_t n, struc
 		o->known_hosts, o->accept_new_hostkeys ? "accept-new" : "", getenv("SSH_AUTH_SOCK"),
 		getenv("HOME"), getenv("USER"), getenv("MESHRUN_SSH_RESOLVER"),
 	};
-	char dir[200], uid[32];
+	char dir[200], uid[32], stamp[300];
 	uint64_t h = 14695981039346656037ULL;
 	int rc;
 
 	snprintf(uid, sizeof(uid), "%ld:%d", (long)geteuid(), MR_PF_VERSION);
 	h = fnv1a(h, uid);
+	config_stamp(o, stamp, sizeof(stamp));
+	h = fnv1a(h, stamp);
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
 		h = fnv1a(h, fields[i]);
 	/* sun_path is 104 bytes on macOS: leave room for the name */
@@ -388,6 +428,7 @@ static void dispatch(struct persist_hal *h, const struct mr_pf_frame *f)
 	}
 	case MR_PF_REPLY:
 	case MR_PF_CONNECTED:
+	case MR_PF_RESOLVED:
 		if (!w || w->id != f->id || w->type != f->type)
 			break;
 		if (f->type == MR_PF_REPLY) {
@@ -395,8 +436,11 @@ static void dispatch(struct persist_hal *h, const struct mr_pf_frame *f)
 		} else {
 			uint32_t n = mr_pf_get_u32(&r);
 
-			for (uint32_t i = 0; i < n && i < w->nerrs; i++)
+			for (uint32_t i = 0; i < n && i < w->nerrs; i++) {
 				mr_pf_get_err(&r, &w->errs[i]);
+				if (f->type == MR_PF_RESOLVED && mr_pf_get_str(&r, &w->gaps[i]) < 0)
+					break;
+			}
 		}
 		w->got = !r.bad;
 		if (r.bad)
@@ -835,6 +879,14 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 	return request(h, &w, err);
 }
 
+/* The daemon removes them when we go (BYE, or our socket closing). */
+static bool persist_removes_at_free(struct mr_hal *hal, const char *host)
+{
+	(void)hal;
+	(void)host;
+	return true;
+}
+
 static const struct mr_hal_ops persist_ops = {
 	.name = "persist",
 	.run = persist_run,
@@ -848,7 +900,43 @@ static const struct mr_hal_ops persist_ops = {
 	.proc_release = persist_proc_release,
 	.free = persist_free,
 	.remove_at_exit = persist_remove_at_exit,
+	.removes_at_free = persist_removes_at_free,
 };
+
+int mr_hal_persist_resolve(struct mr_hal *hal, const char *const *hosts, size_t n, char **gaps,
+			   struct meshrun_err *errs)
+{
+	struct persist_hal *h;
+	struct reply w = { .type = MR_PF_RESOLVED, .errs = errs, .gaps = gaps, .nerrs = n };
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	size_t start;
+	int rc;
+
+	if (!hal || hal->ops != &persist_ops)
+		return MESHRUN_E_INVAL;
+	h = to_persist_hal(hal);
+	w.id = ++h->next_id ? h->next_id : ++h->next_id;
+	for (size_t i = 0; i < n; i++)
+		gaps[i] = NULL;
+	if (mr_pf_begin(&h->out, MR_PF_RESOLVE, w.id, &start) < 0 || mr_pf_put_u32(&h->out, (uint32_t)n) < 0) {
+		mr_buf_reset(&h->out);
+		return MESHRUN_E_NOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (mr_pf_put_str(&h->out, hosts[i]) < 0) {
+			mr_buf_reset(&h->out);
+			return MESHRUN_E_NOMEM;
+		}
+	if (mr_pf_end(&h->out, start) < 0) {
+		mr_buf_reset(&h->out);
+		return MESHRUN_E_NOMEM;
+	}
+	rc = request(h, &w, &e);
+	if (rc < 0)
+		for (size_t i = 0; i < n; i++)
+			MR_FREE(gaps[i]);
+	return rc;
+}
 
 /* HELLO and its answer, within PERSIST_HELLO_MS. */
 static int greet(struct persist_hal *h, int64_t idle_ms, struct meshrun_err *err)
@@ -963,7 +1051,7 @@ int mr_hal_new_persist(struct mr_hal **out, const struct mr_hal_opts *opts, stru
 	h->fd = -1;
 	if (h->base.opts.persist_ms <= 0)
 		h->base.opts.persist_ms = 600000;
-	rc = persist_path(&h->base.opts, path, sizeof(path), err);
+	rc = mr_hal_persist_path(&h->base.opts, path, sizeof(path), err);
 	if (rc == 0 && !(h->path = strdup(path)))
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "persist hal: out of memory");
 	if (rc == 0)
@@ -995,7 +1083,7 @@ int mr_hal_persist_stop(const struct mr_hal_opts *opts, struct meshrun_err *err)
 		o.connect_timeout_ms = MR_HAL_DEF_CONNECT_TIMEOUT_MS;
 	h.base.opts = o;
 	h.path = path;
-	rc = persist_path(&o, path, sizeof(path), err);
+	rc = mr_hal_persist_path(&o, path, sizeof(path), err);
 	if (rc == 0)
 		rc = reach_daemon(path, &o, false, &h.fd, err);
 	if (rc == 0 && h.fd < 0) {

@@ -8,17 +8,23 @@
  *
  *   struct daemon                       struct dproc (a process for a client)
  *     hal: the ssh hal, all clients        cl: its client; NULL once orphaned
- *     clients: connected, uid checked      id: the client's name for it
- *     procs: every dproc                   watchdog: the client's per-host
- *                                            watchdog (remove_at_exit)
+ *     cfg: its ssh_config (lent to hal)    id: the client's name for it
+ *     clients: connected, uid checked
+ *     procs: every dproc                   struct dclient
+ *                                            dirs: its remove_at_exit entries
  *
  * A client that goes (BYE, or its socket closes: killed -9 included) takes its
  * processes with it, as a direct ssh hal's free (TERM to all, one grace period,
  * KILL) or its watchdog would: here the daemon does the killing over its
- * connections, then closes the stdin of the client's watchdogs, which remove
- * the client's directories at that EOF, exactly as a watchdog whose channel
- * closed. Should the daemon itself die, the ssh hal's own watchdogs (one per
- * host, every pgid registered) kill what it ran.
+ * connections, then has the ssh hal's own watchdog on each host remove the
+ * client's directories ("R" lines on a channel that is open already: no new
+ * channel, no login shell). The client's directories are registered with
+ * those watchdogs too, so should the daemon itself die, they (one per host,
+ * every pgid registered) kill what it ran and remove every directory.
+ *
+ * Host lookups (RESOLVE) are answered from the daemon's ssh_config, whose
+ * `ssh -G` results are cached for the daemon's life: a client with a live
+ * daemon runs no `ssh -G` itself.
  *
  * One poll: the listening socket, every client (POLLOUT while its queue is not
  * empty), and the ssh hal's fds through its poll_prepare (hal_impl.h). The ops
@@ -36,6 +42,7 @@
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
 #include "hal/persist_proto.h"
+#include "hal/ssh_config.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -54,8 +61,6 @@ struct dproc {
 	struct dclient *cl;           /* NULL: orphaned (its client went) */
 	uint32_t id;
 	struct mr_proc *p;            /* NULL once released */
-	char *host;                   /* watchdog: its host */
-	bool watchdog;
 	bool exited;
 };
 
@@ -63,11 +68,13 @@ struct dclient {
 	struct dclient *next;
 	int fd;
 	struct mr_buf in, out;
+	struct mr_strvec dir_hosts, dirs; /* REMOVE entries: host i, dir i */
 	bool greeted, gone;
 };
 
 struct daemon {
 	struct mr_hal *hal;
+	struct mr_ssh_config *cfg;
 	int lfd;
 	const char *path;
 	int64_t idle_ms, last_ms;
@@ -111,7 +118,7 @@ static void relay(struct dproc *dp, uint8_t type, const char *data, size_t len)
 {
 	struct dclient *cl = dp->cl;
 
-	if (!cl || cl->gone || dp->watchdog)
+	if (!cl || cl->gone)
 		return;
 	for (size_t off = 0; off < len && !cl->gone; off += MR_PF_CHUNK) {
 		size_t start;
@@ -145,7 +152,7 @@ static void on_exit_ev(struct mr_proc *p, int hal_rc, int status, int sig, const
 
 	(void)p;
 	dp->exited = true;
-	if (!cl || cl->gone || dp->watchdog)
+	if (!cl || cl->gone)
 		return;
 	rc = mr_pf_begin(&cl->out, MR_PF_EXIT, dp->id, &start);
 	if (rc == 0)
@@ -160,7 +167,7 @@ static void on_exit_ev(struct mr_proc *p, int hal_rc, int status, int sig, const
 static struct dproc *dproc_find(struct daemon *d, struct dclient *cl, uint32_t id)
 {
 	for (struct dproc *dp = d->procs; dp; dp = dp->next)
-		if (dp->cl == cl && dp->id == id && !dp->watchdog && dp->p)
+		if (dp->cl == cl && dp->id == id && dp->p)
 			return dp;
 	return NULL;
 }
@@ -210,7 +217,6 @@ static void sweep(struct daemon *d)
 			dproc_release(dp);
 		if (!dp->p) {
 			*pp = dp->next;
-			free(dp->host);
 			free(dp);
 			continue;
 		}
@@ -218,41 +224,10 @@ static void sweep(struct daemon *d)
 	}
 }
 
-/* The client's watchdog on host (made on first use): argv as the ssh backend's
- * own watchdog command, tmp_name in its arguments when it is the first name. */
-static struct dproc *watchdog_for(struct daemon *d, struct dclient *cl, const char *host, const char *tmp_name,
-				  bool *fresh, struct meshrun_err *err)
-{
-	struct mr_strvec argv = MR_STRVEC_INIT;
-	struct dproc *dp;
-
-	*fresh = false;
-	for (dp = d->procs; dp; dp = dp->next)
-		if (dp->cl == cl && dp->watchdog && dp->p && !strcmp(dp->host, host))
-			return dp;
-	dp = dproc_new(d, cl, 0);
-	if (!dp || !(dp->host = strdup(host)) || mr_strvec_push(&argv, MR_SH_PATH) < 0 ||
-	    mr_strvec_push(&argv, "-c") < 0 || mr_strvec_push(&argv, mr_hal_watchdog_script) < 0 ||
-	    mr_strvec_push(&argv, "meshrun-watchdog") < 0 ||
-	    (tmp_name && mr_strvec_pushf(&argv, "T%s", tmp_name) < 0)) {
-		mr_strvec_release(&argv);
-		mr_err_set(err, MESHRUN_E_NOMEM, "remove at exit on '%s': out of memory", host);
-		return NULL; /* dp, if any, has no process: the next sweep frees it */
-	}
-	dp->watchdog = true;
-	if (start_proc(d, dp, host, argv.v, NULL, NULL, err) < 0)
-		dp->p = NULL;
-	mr_strvec_release(&argv);
-	if (!dp->p)
-		return NULL;
-	*fresh = true;
-	return dp;
-}
-
 /*
  * The client is gone: kill its processes together (TERM, one grace period,
- * KILL, one more), release them, then close its watchdogs' stdin so that they
- * remove its directories and exit (they stay, orphaned, until they do).
+ * KILL, one more), release them, then have the hosts' watchdogs remove its
+ * directories (without waiting: the lines go out with the next poll).
  */
 static void end_client_procs(struct daemon *d, struct dclient *cl)
 {
@@ -264,7 +239,7 @@ static void end_client_procs(struct daemon *d, struct dclient *cl)
 		bool any = false;
 
 		for (struct dproc *dp = d->procs; dp; dp = dp->next)
-			if (dp->cl == cl && !dp->watchdog && dp->p && !mr_proc_exited(dp->p)) {
+			if (dp->cl == cl && dp->p && !mr_proc_exited(dp->p)) {
 				mr_proc_signal(dp->p, sigs[k], &e);
 				any = true;
 			}
@@ -275,23 +250,22 @@ static void end_client_procs(struct daemon *d, struct dclient *cl)
 			bool left = false;
 
 			for (struct dproc *dp = d->procs; dp; dp = dp->next)
-				left |= dp->cl == cl && !dp->watchdog && dp->p && !mr_proc_exited(dp->p);
+				left |= dp->cl == cl && dp->p && !mr_proc_exited(dp->p);
 			if (!left)
 				break;
 			if (mr_hal_poll(d->hal, mr_ms_left(end), &e) < 0)
 				break;
 		}
 	}
-	for (struct dproc *dp = d->procs; dp; dp = dp->next) {
-		if (dp->cl != cl)
-			continue;
-		if (dp->watchdog && dp->p) {
-			mr_proc_close_stdin(dp->p, &e);
-			dp->cl = NULL;
-		} else {
+	for (struct dproc *dp = d->procs; dp; dp = dp->next)
+		if (dp->cl == cl)
 			dproc_release(dp);
-		}
-	}
+	for (size_t i = 0; i < cl->dirs.nr; i++)
+		if (mr_hal_remove_now(d->hal, cl->dir_hosts.v[i], cl->dirs.v[i]) < 0)
+			mr_warn("persist daemon: cannot remove '%s' on '%s' now: out of memory (it goes when the daemon does)",
+				cl->dirs.v[i], cl->dir_hosts.v[i]);
+	mr_strvec_release(&cl->dir_hosts);
+	mr_strvec_release(&cl->dirs);
 }
 
 /* ---- requests ------------------------------------------------------------------- */
@@ -327,21 +301,19 @@ static void do_remove(struct daemon *d, struct dclient *cl, const struct mr_pf_f
 {
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 	char *host = NULL, *dir = NULL;
-	struct dproc *w;
-	bool fresh;
 
 	if (mr_pf_get_str(r, &host) < 0 || mr_pf_get_str(r, &dir) < 0 || !host || !dir ||
 	    !*dir || strchr(dir, '\n')) {
 		r->bad = true;
 		goto out;
 	}
-	/* a name (not yet made) goes into a new watchdog's arguments, as ssh.c does */
-	w = watchdog_for(d, cl, host, dir[0] != '/' ? dir : NULL, &fresh, &e);
-	if (w && !(fresh && dir[0] != '/')) {
-		char line[PATH_MAX + 4];
-
-		snprintf(line, sizeof(line), "%c%s\n", dir[0] == '/' ? 'D' : 'T', dir);
-		mr_proc_write(w->p, line, strlen(line), &e);
+	/* the ssh hal's own watchdog on host (as ssh.c registers a name: in its
+	 * command line when it starts it); ours to remove when the client goes */
+	if (mr_hal_remove_at_exit(d->hal, host, dir, &e) == 0 &&
+	    (mr_strvec_push(&cl->dir_hosts, host) < 0 || mr_strvec_push(&cl->dirs, dir) < 0)) {
+		mr_strvec_release(&cl->dir_hosts);
+		mr_strvec_release(&cl->dirs);
+		mr_err_set(&e, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	}
 	send_reply(cl, MR_PF_REPLY, f->id, &e);
 out:
@@ -375,6 +347,37 @@ static void do_connect(struct daemon *d, struct dclient *cl, const struct mr_pf_
 	queue_end(cl, start, rc);
 out:
 	free(errs);
+	mr_strvec_release(&hosts);
+}
+
+/* RESOLVE: each host through the daemon's ssh_config (`ssh -G` at most once
+ * per host for the daemon's life, all new ones in parallel). */
+static void do_resolve(struct daemon *d, struct dclient *cl, const struct mr_pf_frame *f, struct mr_pf_reader *r)
+{
+	struct mr_strvec hosts = MR_STRVEC_INIT;
+	size_t start;
+	int rc;
+
+	if (mr_pf_get_strv(r, &hosts) < 0) {
+		r->bad = true;
+		return;
+	}
+	mr_ssh_config_prefetch(d->cfg, (const char *const *)hosts.v, hosts.nr);
+	rc = mr_pf_begin(&cl->out, MR_PF_RESOLVED, f->id, &start);
+	if (rc == 0)
+		rc = mr_pf_put_u32(&cl->out, (uint32_t)hosts.nr);
+	for (size_t i = 0; i < hosts.nr && rc == 0; i++) {
+		struct mr_ssh_host_cfg hc = MR_SSH_HOST_CFG_INIT;
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+
+		if (mr_ssh_config_lookup(d->cfg, hosts.v[i], &hc, &e) < 0 && !e.code)
+			mr_err_set(&e, MESHRUN_E_PARSE, "'%s': lookup failed", hosts.v[i]);
+		rc = mr_pf_put_err(&cl->out, e.code ? &e : NULL) < 0 ||
+				     mr_pf_put_str(&cl->out, !e.code && hc.libssh2_gaps.nr ? hc.libssh2_gaps.v[0] : NULL) < 0
+			     ? -1 : 0;
+		mr_ssh_host_cfg_release(&hc);
+	}
+	queue_end(cl, start, rc);
 	mr_strvec_release(&hosts);
 }
 
@@ -446,6 +449,9 @@ static void handle(struct daemon *d, struct dclient *cl, const struct mr_pf_fram
 		break;
 	case MR_PF_CONNECT:
 		do_connect(d, cl, f, &r);
+		break;
+	case MR_PF_RESOLVE:
+		do_resolve(d, cl, f, &r);
 		break;
 	case MR_PF_BYE:
 		end_client_procs(d, cl);
@@ -541,6 +547,8 @@ static void client_free(struct daemon *d, struct dclient *cl)
 	close(cl->fd);
 	mr_buf_release(&cl->in);
 	mr_buf_release(&cl->out);
+	mr_strvec_release(&cl->dir_hosts);
+	mr_strvec_release(&cl->dirs);
 	free(cl);
 }
 
@@ -579,7 +587,7 @@ void mr_persist_daemon_run(int lfd, const char *path, const struct mr_hal_opts *
 	if (lstat(path, &bound) < 0 || mr_set_nonblock(lfd, true) < 0)
 		return;
 	o.persist_ms = 0;
-	if (mr_hal_new_ssh(&d.hal, &o, &e) < 0) {
+	if (mr_ssh_config_load(&d.cfg, o.ssh_config, &e) < 0 || mr_hal_new_ssh_cfg(&d.hal, &o, d.cfg, &e) < 0) {
 		mr_warn("persist daemon: %s", e.msg);
 		goto out;
 	}
@@ -655,11 +663,11 @@ out:
 	sweep(&d);
 	if (d.hal)
 		mr_hal_free(d.hal); /* kills what still runs; closes the connections */
+	mr_ssh_config_free(d.cfg); /* after the hal that borrowed it */
 	while (d.procs) {
 		struct dproc *dp = d.procs;
 
 		d.procs = dp->next;
-		free(dp->host);
 		free(dp);
 	}
 	mr_pollset_release(&d.ps);

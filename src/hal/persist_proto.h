@@ -24,8 +24,17 @@
  *   RELEASE u32 want_reply               CONNECTED u32 n, n x ERR
  *   REMOVE  str host, str dir
  *   CONNECT u32 n, n str
- *   BYE     (kill my processes, end my watchdogs, then REPLY)
+ *   BYE     (kill my processes, remove my     RESOLVED u32 n, n x (ERR, str gap)
+ *           directories, then REPLY)
  *   STOP    (end the daemon)
+ *   RESOLVE u32 n, n str
+ *
+ * RESOLVE asks the daemon's ssh_config (`ssh -G`, cached for the daemon's
+ * life) for each host: ERR is the lookup's error, gap the first thing
+ * libssh2 cannot do for the host (NULL: none), which sends the host to the
+ * OpenSSH backend (mux.c). The daemon's socket name covers the ssh_config
+ * files' identity and mtime (persist.c), so an edited config never meets a
+ * daemon that cached the old one.
  *
  * where ERR is a struct meshrun_err: i32 code, i32 sys_errno, str msg. SPAWN,
  * SIGNAL and RELEASE carry the client's process id; the daemon's events for it
@@ -42,7 +51,7 @@
 #include "common/strvec.h"
 #include "meshrun/err.h"
 
-#define MR_PF_VERSION 1
+#define MR_PF_VERSION 2
 #define MR_PF_HEADER 9                     /* len + type + id */
 #define MR_PF_FRAME_MAX ((uint32_t)16 << 20) /* a frame's len, at most */
 #define MR_PF_CHUNK 65536                  /* output/stdin relayed in frames this big */
@@ -58,12 +67,14 @@ enum mr_pf_type {
 	MR_PF_CONNECT,
 	MR_PF_BYE,
 	MR_PF_STOP,
+	MR_PF_RESOLVE,
 	MR_PF_HELLO_OK = 32,
 	MR_PF_REPLY,
 	MR_PF_OUT,
 	MR_PF_ERR,
 	MR_PF_EXIT,
 	MR_PF_CONNECTED,
+	MR_PF_RESOLVED,
 };
 
 /* One parsed frame; body points into the parsed buffer. */

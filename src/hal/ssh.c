@@ -650,6 +650,16 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	return 0;
 }
 
+/* The watchdog removes it now (an "R" line); no watchdog there: nothing to do. */
+static int ssh_remove_now(struct mr_hal *hal, const char *host, const char *dir)
+{
+	struct conn *c = mr_ssh_conn_find(to_ssh_hal(hal), mr_hal_host_name(host));
+
+	if (!c || !c->watchdog || c->watchdog->in_closed)
+		return 0;
+	return mr_buf_printf(&c->watchdog->in, "R%s\n", dir) < 0 ? MESHRUN_E_NOMEM : 0;
+}
+
 static const struct mr_hal_ops ssh_ops = {
 	.name = "ssh",
 	.run = ssh_run,
@@ -663,6 +673,7 @@ static const struct mr_hal_ops ssh_ops = {
 	.proc_release = ssh_proc_release,
 	.free = ssh_free,
 	.remove_at_exit = ssh_remove_at_exit,
+	.remove_now = ssh_remove_now,
 };
 
 int mr_hal_new_ssh_cfg(struct mr_hal **out, const struct mr_hal_opts *opts, struct mr_ssh_config *cfg,

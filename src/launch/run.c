@@ -363,6 +363,9 @@ static void cleanup_hosts(struct job *j)
 		 * connection ends, if the host still runs at all. */
 		if (!j->hosts[k].dir || j->hosts[k].lost)
 			continue;
+		/* --persist: the daemon removes it as we go, over a channel it has open */
+		if (mr_hal_removes_at_free(j->hal, j->hosts[k].name))
+			continue;
 		a[0] = "rm";
 		a[1] = "-rf";
 		a[2] = "--";

@@ -7,13 +7,18 @@
  */
 #include "common/compat.h"
 #include "common/port.h"
-#include "hal/hal.h"
+#include "common/err.h"
+#include "common/timeutil.h"
+#include "hal/hal_impl.h"
 #include "hal/persist_proto.h"
 
 #include <setjmp.h>
 #include <cmocka.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static void build_spawn(struct mr_buf *b, uint32_t id)
@@ -322,6 +327,107 @@ static void test_peer_uid(void **state)
 	close(sv[1]);
 }
 
+/* RESOLVE and RESOLVED: host names out, (error, gap) per host back. */
+static void test_resolve_frames(void **state)
+{
+	struct mr_buf b = MR_BUF_INIT;
+	char *hosts[] = { "h1", "user@h2", NULL };
+	struct meshrun_err e = MESHRUN_ERR_INIT, got;
+	struct mr_strvec sv = MR_STRVEC_INIT;
+	struct mr_pf_frame f;
+	struct mr_pf_reader r;
+	size_t start, off = 0;
+	char *gap;
+
+	(void)state;
+	assert_int_equal(mr_pf_begin(&b, MR_PF_RESOLVE, 7, &start), 0);
+	assert_int_equal(mr_pf_put_strv(&b, hosts), 0);
+	assert_int_equal(mr_pf_end(&b, start), 0);
+	mr_err_set(&e, MESHRUN_E_PARSE, "ssh -G for 'h2' failed");
+	assert_int_equal(mr_pf_begin(&b, MR_PF_RESOLVED, 7, &start), 0);
+	assert_int_equal(mr_pf_put_u32(&b, 2), 0);
+	assert_int_equal(mr_pf_put_err(&b, NULL), 0);
+	assert_int_equal(mr_pf_put_str(&b, "PKCS11Provider /x.so: libssh2 has no PKCS#11"), 0);
+	assert_int_equal(mr_pf_put_err(&b, &e), 0);
+	assert_int_equal(mr_pf_put_str(&b, NULL), 0);
+	assert_int_equal(mr_pf_end(&b, start), 0);
+
+	assert_int_equal(mr_pf_next(&b, &off, &f), 1);
+	assert_int_equal(f.type, MR_PF_RESOLVE);
+	mr_pf_reader_init(&r, &f);
+	assert_int_equal(mr_pf_get_strv(&r, &sv), 0);
+	assert_int_equal(sv.nr, 2);
+	assert_string_equal(sv.v[1], "user@h2");
+	assert_int_equal(mr_pf_next(&b, &off, &f), 1);
+	assert_int_equal(f.type, MR_PF_RESOLVED);
+	assert_int_equal(f.id, 7);
+	mr_pf_reader_init(&r, &f);
+	assert_int_equal(mr_pf_get_u32(&r), 2);
+	mr_pf_get_err(&r, &got);
+	assert_int_equal(got.code, 0);
+	assert_int_equal(mr_pf_get_str(&r, &gap), 0);
+	assert_string_equal(gap, "PKCS11Provider /x.so: libssh2 has no PKCS#11");
+	free(gap);
+	mr_pf_get_err(&r, &got);
+	assert_int_equal(got.code, MESHRUN_E_PARSE);
+	assert_string_equal(got.msg, "ssh -G for 'h2' failed");
+	assert_int_equal(mr_pf_get_str(&r, &gap), 0);
+	assert_null(gap);
+	assert_false(r.bad);
+	assert_int_equal(r.left, 0);
+	mr_strvec_release(&sv);
+	mr_buf_release(&b);
+}
+
+static void path_for(const char *cfg, char *out, size_t n)
+{
+	struct mr_hal_opts o = { 0 };
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	o.ssh_config = cfg;
+	assert_int_equal(mr_hal_persist_path(&o, out, n, &err), 0);
+}
+
+/* The daemon's socket name follows the ssh_config file: an edit (content, or
+ * only its mtime) names another daemon, so no `ssh -G` answer cached by the
+ * old one is used; an unchanged file keeps the name. */
+static void test_path_follows_config(void **state)
+{
+	char dir[] = "/tmp/mr-persist-path.XXXXXX", cfg[256], rt[300], p1[512], p2[512], p3[512], p4[512];
+	struct timeval tv[2];
+	FILE *fp;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(rt, sizeof(rt), "%s/run", dir);
+	assert_int_equal(mkdir(rt, 0700), 0);
+	setenv("XDG_RUNTIME_DIR", rt, 1);
+	snprintf(cfg, sizeof(cfg), "%s/ssh_config", dir);
+	path_for(cfg, p1, sizeof(p1)); /* no file yet */
+	fp = fopen(cfg, "w");
+	assert_non_null(fp);
+	fputs("Host h1\n  HostName 10.0.0.1\n", fp);
+	fclose(fp);
+	path_for(cfg, p2, sizeof(p2));
+	assert_string_not_equal(p1, p2);
+	path_for(cfg, p3, sizeof(p3));
+	assert_string_equal(p2, p3);
+	/* the same size, another mtime */
+	gettimeofday(&tv[0], NULL);
+	tv[1] = tv[0];
+	tv[1].tv_sec += 5;
+	assert_int_equal(utimes(cfg, tv), 0);
+	path_for(cfg, p4, sizeof(p4));
+	assert_string_not_equal(p3, p4);
+	assert_true(!strncmp(p4, rt, strlen(rt)));
+	unsetenv("XDG_RUNTIME_DIR");
+	unlink(cfg);
+	snprintf(p1, sizeof(p1), "%s/meshrun", rt);
+	rmdir(p1);
+	rmdir(rt);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +438,8 @@ int main(void)
 		cmocka_unit_test(test_err_field),
 		cmocka_unit_test(test_persist_pick),
 		cmocka_unit_test(test_peer_uid),
+		cmocka_unit_test(test_resolve_frames),
+		cmocka_unit_test(test_path_follows_config),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

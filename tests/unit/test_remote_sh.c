@@ -377,6 +377,59 @@ static void test_watchdog_names(void **state)
 	mr_buf_release(&cmd);
 }
 
+/*
+ * "R" lines (the persist daemon, when a client goes): the directory is removed
+ * at once, while the watchdog still runs, and forgotten (made again, it stays
+ * at EOF); "R" for a name with '/', or for one never given, is harmless; what
+ * is still registered goes at EOF as before.
+ */
+static void test_watchdog_remove_now(void **state)
+{
+	struct mr_buf cmd = MR_BUF_INIT;
+	char a[600], b[600], c[600], sub[600];
+	char *tmp;
+	struct stat st;
+	FILE *wd;
+	int gone = 0, rc;
+
+	(void)state;
+	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, NULL), 0);
+	tmp = make_tmpdir("/tmp/mr wd now.XXXXXX");
+	snprintf(a, sizeof(a), "%s/meshrun.nowA", tmp);
+	snprintf(b, sizeof(b), "%s/d b", tmp);
+	snprintf(c, sizeof(c), "%s/kept", tmp);
+	snprintf(sub, sizeof(sub), "%s/sub", tmp);
+	assert_int_equal(mkdir(a, 0700), 0);
+	assert_int_equal(mkdir(b, 0700), 0);
+	assert_int_equal(mkdir(c, 0700), 0);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	setenv("TMPDIR", tmp, 1);
+	wd = popen(mr_buf_cstr(&cmd), "w");
+	unsetenv("TMPDIR");
+	assert_non_null(wd);
+	fprintf(wd, "Tmeshrun.nowA\nD%s\nD%s\nRmeshrun.nowA\nR%s\nRsub/x\nR.\nR%s/none\n", b, c, b, tmp);
+	fflush(wd);
+	for (int i = 0; i < 300 && !gone; i++) {
+		gone = stat(a, &st) < 0 && stat(b, &st) < 0;
+		if (!gone)
+			mr_sleep_ms(10);
+	}
+	if (!gone)
+		fail_msg("watchdog R: '%s' or '%s' still there 3 s after the R lines", a, b);
+	if (stat(c, &st) != 0 || stat(sub, &st) != 0)
+		fail_msg("watchdog R: removed '%s' or '%s' before EOF", c, sub);
+	assert_int_equal(mkdir(a, 0700), 0);
+	assert_int_equal(mkdir(b, 0700), 0);
+	rc = pclose(wd);
+	if (rc != 0 || stat(c, &st) == 0)
+		fail_msg("watchdog R: exit %d, '%s' left at EOF", rc, c);
+	if (stat(a, &st) != 0 || stat(b, &st) != 0 || stat(sub, &st) != 0 || stat(tmp, &st) != 0)
+		fail_msg("watchdog R: a forgotten directory, '%s' or TMPDIR removed at EOF", sub);
+	rm_rf(tmp);
+	free(tmp);
+	mr_buf_release(&cmd);
+}
+
 /* kill -SIG -PGID: the whole group gets the signal; a gone group is still exit 0 */
 static void test_kill(void **state)
 {
@@ -650,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_spawn_cmdline),
 		cmocka_unit_test(test_watchdog),
 		cmocka_unit_test(test_watchdog_names),
+		cmocka_unit_test(test_watchdog_remove_now),
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_launch_setup),
 		cmocka_unit_test(test_config_setup),

@@ -3,7 +3,9 @@
 # hosts: the first job starts the daemon (socket 0600 in a 0700 directory), the
 # next job and meshconfig reuse its connections (the sshds see no new
 # connection: the same TCP connections before and after), kill -9 of meshrun
-# leaves no rank and no job directory, a killed daemon's stale socket is
+# leaves no rank and no job directory, a job with a live daemon runs no
+# `ssh -G` itself, the daemon removes job directories as its clients go, an
+# edited ssh_config is not answered from a cache, a killed daemon's stale socket is
 # replaced, `meshrun --persist stop` ends it and removes the socket, and a short
 # idle time ends it on its own. ~15 s.
 # usage: sshd_hosts.sh 4 persist_test.sh BINDIR
@@ -75,6 +77,43 @@ grep -q "4 hosts reachable" "$D/err" && ok "meshconfig with MESHRUN_SSH_PERSIST"
 after=$(conns)
 [ "$before" = "$after" ] && [ "$(daemon_pids)" = "$DPID" ] &&
 	ok "the same 4 TCP connections before and after: no handshake" || fail "connections changed: '$before' -> '$after'"
+
+# the client asks the daemon for its host lookups: no `ssh -G` of its own (an
+# `ssh` first on our PATH logs each call; the daemon was started without it)
+mkdir "$D/shim"
+printf '#!/bin/sh\necho "$PPID $*" >>%s/ssh.log\nexec %s "$@"\n' "$D" "$(command -v ssh)" >"$D/shim/ssh"
+chmod +x "$D/shim/ssh"
+out=$(PATH="$D/shim:$PATH" $MR --persist 30s -- sh -c 'echo "$MLX_RANK"' 2>"$D/err") &&
+	[ "$(echo "$out" | sort | tr -d '\n')" = 0123 ] && ! grep -q -- "-G" "$D/ssh.log" 2>/dev/null &&
+	ok "a job with a live daemon runs no ssh -G itself" ||
+	fail "ssh -G by the client: rc $? '$out' $(cat "$D/err") log: $(cat "$D/ssh.log" 2>/dev/null)"
+
+# job directories: removed by the daemon as the client goes (no rm of its own)
+$MR --persist 30s -- sh -c 'dirname "$MLX_HOSTFILE" >'"$D"'/jd.$MLX_RANK' >/dev/null 2>"$D/err" ||
+	fail "job for its directories: $(cat "$D/err")"
+jdirs_gone() { for x in "$D"/jd.*; do [ -d "$(cat "$x")" ] && return 1; done; return 0; }
+[ "$(ls "$D"/jd.* | wc -l)" = 4 ] && wait_for jdirs_gone && ok "the job directories go with the client" ||
+	fail "job directories left: $(cat "$D"/jd.*)"
+
+# an edited ssh_config is never answered from the old daemon's cache: h1 moved
+# to an address nobody answers is unreachable at once, and back again reachable
+cp "$MRH_SSH_CONFIG" "$D/cfg"
+printf '[{"ssh": "h1", "ips": ["10.231.0.11"]}]\n' >"$D/hf-h1.json"
+MR1="$T $BIN/meshrun --persist 30s --hostfile $D/hf-h1.json"
+MESHRUN_SSH_CONFIG=$D/cfg $MR1 -- true 2>"$D/err" || fail "h1 with a copied config: $(cat "$D/err")"
+{ printf 'Host h1\n    HostName 10.231.0.250\n'; cat "$MRH_SSH_CONFIG"; } >"$D/cfg.new"
+cat "$D/cfg.new" >"$D/cfg" # in place: the same path, another content and mtime
+MESHRUN_SSH_CONFIG=$D/cfg $MR1 -- true >/dev/null 2>"$D/err"; rc=$?
+[ $rc = 255 ] && grep -q "h1" "$D/err" && ok "edited ssh_config: h1's new HostName is used (unreachable)" ||
+	fail "edited ssh_config: rc $rc (a stale lookup or connection?) $(cat "$D/err")"
+cat "$MRH_SSH_CONFIG" >"$D/cfg"
+touch -d '+2 seconds' "$D/cfg" 2>/dev/null || sleep 1.1
+MESHRUN_SSH_CONFIG=$D/cfg $MR1 -- true 2>"$D/err" && ok "edited back: h1 reachable again" ||
+	fail "edited back: $(cat "$D/err")"
+# only the first daemon stays for what follows (the others' sockets go too)
+for p in $(daemon_pids); do [ "$p" = "$DPID" ] || kill -9 "$p"; done
+for x in $(sock); do [ "$x" = "$s" ] || rm -f "$x"; done
+wait_for sh -c '[ "$(ss -xlpn 2>/dev/null | grep -c '"$XDG_RUNTIME_DIR/meshrun/"')" -le 1 ]'
 
 # exit statuses and errors as over libssh2
 $MR --persist 30s -- sh -c '[ "$MLX_RANK" = 2 ] && exit 3; exit 0' 2>"$D/err"; rc=$?
