@@ -7,7 +7,9 @@
  * the daemon runs it on its own ssh hal and sends the process's output and
  * exit back. What the caller must see at once (a spawn that cannot start, a
  * signal that cannot be named, a release that has killed) waits for the
- * daemon's REPLY; writes and stdin EOF do not. mr_hal_run's commands are
+ * daemon's REPLY; writes, stdin EOF, REMOVE (remove_at_exit) and the SPAWNs of
+ * mr_hal_run's commands (sent back to back; an error in a late REPLY ends the
+ * command) do not: every round trip is a wakeup of the daemon and of us. mr_hal_run's commands are
  * processes of the daemon too, whose deadline and output caps are kept here.
  *
  *   struct persist_hal                    struct pjob (one per command/process)
@@ -429,6 +431,17 @@ static void dispatch(struct persist_hal *h, const struct mr_pf_frame *f)
 	case MR_PF_REPLY:
 	case MR_PF_CONNECTED:
 	case MR_PF_RESOLVED:
+		if (f->type == MR_PF_REPLY && j && j->cmd && (!w || w->id != f->id)) {
+			/* a run command's SPAWN, not waited for: an error ends it */
+			struct meshrun_err e = MESHRUN_ERR_INIT;
+
+			mr_pf_get_err(&r, &e);
+			if (r.bad)
+				set_broken(h, "malformed reply");
+			else if (e.code < 0)
+				job_exit(h, j, e.code, 0, 0, &e);
+			break;
+		}
 		if (!w || w->id != f->id || w->type != f->type)
 			break;
 		if (f->type == MR_PF_REPLY) {
@@ -533,9 +546,11 @@ static struct pjob *job_new(struct persist_hal *h, const char *host)
 	return j;
 }
 
-/* SPAWN for job j; on a REPLY with an error the job is gone. */
+/* SPAWN for job j; on a REPLY with an error the job is gone. Without wait
+ * (run commands, sent back to back), the REPLY is not waited for: an error in
+ * it ends the job as it arrives (dispatch). */
 static int send_spawn(struct persist_hal *h, struct pjob *j, const char *host, char *const *argv,
-		      char *const *env, const char *cwd, struct meshrun_err *err)
+		      char *const *env, const char *cwd, bool wait, struct meshrun_err *err)
 {
 	struct reply w = { .id = j->id, .type = MR_PF_REPLY };
 	size_t start;
@@ -546,7 +561,14 @@ static int send_spawn(struct persist_hal *h, struct pjob *j, const char *host, c
 		mr_buf_reset(&h->out);
 		return mr_err_set(err, MESHRUN_E_NOMEM, "spawn on '%s': out of memory", host);
 	}
-	return request(h, &w, err);
+	if (wait)
+		return request(h, &w, err);
+	if (h->broken || send_all(h, &h->out) < 0) {
+		if (!h->broken)
+			set_broken(h, "cannot send to it");
+		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+	}
+	return 0;
 }
 
 static int send_simple(struct persist_hal *h, uint8_t type, uint32_t id, const void *data, size_t len,
@@ -612,7 +634,7 @@ static int persist_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, st
 			continue;
 		}
 		j->deadline_ms = j->start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
-		rc = send_spawn(h, j, host, cmd->argv, NULL, NULL, &cmd->err);
+		rc = send_spawn(h, j, host, cmd->argv, NULL, NULL, false, &cmd->err);
 		if (rc < 0) {
 			cmd->hal_rc = rc;
 			cmd->elapsed_ms = mr_now_ms() - j->start_ms;
@@ -706,7 +728,7 @@ static int persist_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct m
 	}
 	j->proc = p;
 	p->job = j;
-	rc = send_spawn(h, j, p->base.host, sp->argv, sp->env, sp->cwd, err);
+	rc = send_spawn(h, j, p->base.host, sp->argv, sp->env, sp->cwd, true, err);
 	if (rc < 0) {
 		job_unlink(h, j);
 		job_free(j);
@@ -864,11 +886,17 @@ static void persist_free(struct mr_hal *hal)
 	free(h);
 }
 
+/* Not waited for (one round trip per host and directory less): the daemon
+ * handles frames in order, so the name is with the host's watchdog before the
+ * command that makes the directory; what could fail there is out of memory. */
 static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir, struct meshrun_err *err)
 {
 	struct persist_hal *h = to_persist_hal(hal);
 	struct reply w = { .id = ++h->next_id, .type = MR_PF_REPLY };
 	size_t start;
+
+	if (h->broken)
+		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
 
 	host = mr_hal_host_name(host);
 	if (mr_pf_begin(&h->out, MR_PF_REMOVE, w.id, &start) < 0 || mr_pf_put_str(&h->out, host) < 0 ||
@@ -876,7 +904,11 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 		mr_buf_reset(&h->out);
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	}
-	return request(h, &w, err);
+	if (send_all(h, &h->out) < 0) {
+		set_broken(h, "cannot send to it");
+		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+	}
+	return 0;
 }
 
 /* The daemon removes them when we go (BYE, or our socket closing). */

@@ -315,6 +315,8 @@ static void do_remove(struct daemon *d, struct dclient *cl, const struct mr_pf_f
 		mr_strvec_release(&cl->dirs);
 		mr_err_set(&e, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	}
+	if (e.code) /* the client does not wait for the reply */
+		mr_warn("persist daemon: %s", e.msg);
 	send_reply(cl, MR_PF_REPLY, f->id, &e);
 out:
 	free(host);
