@@ -391,6 +391,9 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * A "T" name (an argument or a line) is a directory that a setup command may
  * still be creating in ${TMPDIR:-/tmp}: until a "D" line says the setup is over
  * ($w), the removal waits a second, so a mkdir racing our death comes first.
+ * A "D" directory gets MR_HAL_WATCHDOG_MARK ("HOST PID" of this shell): the
+ * liveness mark that lets a later job's setup sweep it should we die with the
+ * host's other processes (nobody left to read our EOF; docs/contracts.md).
  */
 const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; w=0; "
@@ -399,7 +402,8 @@ const char mr_hal_watchdog_script[] =
 	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
-	"D/*) set -- \"$@\" \"${l#D}\"; w=0;; "
+	"D/*) set -- \"$@\" \"${l#D}\"; w=0; [ -d \"${l#D}\" ] && "
+	"echo \"$(uname -n) $$\" 2>/dev/null >\"${l#D}/" MR_HAL_WATCHDOG_MARK "\";; "
 	"R?*) x=${l#R}; case $x in /*) ;; */*|.|..) x=;; *) x=\"${TMPDIR:-/tmp}/$x\";; esac; "
 	"[ -z \"$x\" ] || { for a do shift; [ \"$a\" = \"$x\" ] || set -- \"$@\" \"$a\"; done; rm -rf -- \"$x\"; };; "
 	"T?*) case ${l#T} in */*|.|..) ;; *) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; "

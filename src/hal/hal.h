@@ -323,11 +323,17 @@ bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
  *            process group of the whole command tree;
  *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" and
  *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin,
- *            and "R/abs/dir" or "RNAME" (remove that one now, forget it); at EOF (we exited or died) it TERMs the registered groups, KILLs
- *            them a second later, then removes the directories;
+ *            and "R/abs/dir" or "RNAME" (remove that one now, forget it); at EOF
+ *            (we exited or died) it TERMs the registered groups, KILLs them a
+ *            second later, then removes the directories. Into each "D"
+ *            directory it writes MR_HAL_WATCHDOG_MARK, one line "HOST PID"
+ *            (`uname -n`, its own pid): a directory whose mark names this host
+ *            and a pid that is no longer a meshrun-watchdog outlived its
+ *            watchdog (killed with every process of the host) and may be swept;
  *  kill      mr_hal_kill_script: `kill -SIGNAME -PGID`, always exit 0.
  */
 #define MR_HAL_PGID_MARKER "MESHRUN-PGID="
+#define MR_HAL_WATCHDOG_MARK ".meshrun-watchdog"
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);

@@ -117,9 +117,19 @@ void mr_launch_plan_release(struct mr_launch_plan *plan);
  * makes the job directory ${TMPDIR:-/tmp}/DIRNAME (mkdir -m 700: it must not
  * exist; mktemp -d when DIRNAME is empty) when there are files (exit 4 if it
  * cannot, naming the file, and nothing of it is left), and prints two lines: the directory (or "-") and whether DEFCWD
- * (our own cwd) exists there (1 or 0).
+ * (our own cwd) exists there (1 or 0). Before that it sweeps stale job
+ * directories of ours in that TMPDIR (see mr_launch_dir_is_stale).
  */
 extern const char mr_launch_setup_script[];
+
+/*
+ * Whether dir (a meshrun.* job directory) outlived its watchdog: ours, with a
+ * watchdog mark (hal.h: MR_HAL_WATCHDOG_MARK) naming this host (uname -n) and
+ * a pid that no longer exists. Without a mark, for another host or a live pid:
+ * false (never a live job's directory). The all-local path sweeps with it;
+ * mr_launch_setup_script applies the same rule on remote hosts.
+ */
+bool mr_launch_dir_is_stale(const char *dir);
 
 /* Run the job to its end; returns the exit code above. Prints its own errors. */
 int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan);

@@ -12,13 +12,18 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
+#include "common/num.h"
 #include "common/port.h"
 #include "common/shquote.h"
 #include "common/timeutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 /* launch.h: run on every host as /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD ... */
@@ -29,6 +34,17 @@ const char mr_launch_setup_script[] =
 	"if [ -n \"$cwd\" ] && ! [ -d \"$cwd\" ]; then\n"
 	"  echo \"working directory '$cwd' does not exist\" >&2; bad=1; fi\n"
 	"[ $bad = 0 ] || exit 3\n"
+	/* sweep: see stale_dir() (the same rule, for the all-local path) */
+	"me=\n"
+	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
+	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
+	"  [ -n \"$me\" ] || me=$(uname -n)\n"
+	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
+	"  if kill -0 \"$op\" 2>/dev/null; then\n"
+	"    a=$(ps -ww -p \"$op\" -o args= 2>/dev/null) || continue\n"
+	"    case $a in *meshrun-watchdog*) continue;; esac; fi\n"
+	"  rm -rf \"$o\"\n"
+	"done 2>/dev/null\n"
 	"d=-\n"
 	"if [ $# -gt 0 ]; then\n"
 	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; mkdir -m 700 \"$d\" || exit 4\n"
@@ -274,6 +290,80 @@ static bool local_has_command(const char *cmd)
 }
 
 /*
+ * Job directory sweep (docs/contracts.md, "job directory lifecycle"): a
+ * meshrun.* directory of ours whose watchdog mark (hal.h, MR_HAL_WATCHDOG_MARK)
+ * names this host and a process that is gone outlived its watchdog, which was
+ * killed together with everything else on the host (no EOF reached it), and is
+ * removed when the next job sets up here. No mark (a setup still under way, a
+ * job without a watchdog, an older meshrun), another host's name (a TMPDIR
+ * shared between machines) or a live pid: kept. The remote form is in
+ * mr_launch_setup_script, which also checks with ps that a live pid is still a
+ * meshrun-watchdog; here a live pid keeps the directory (no portable ps), so a
+ * reused pid only delays the sweep.
+ */
+bool mr_launch_dir_is_stale(const char *dir)
+{
+	struct mr_buf mark = MR_BUF_INIT;
+	struct utsname u;
+	struct stat st;
+	char path[PATH_MAX], *sp, *nl;
+	uint64_t pid;
+	bool stale = false;
+
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || uname(&u) < 0 ||
+	    snprintf(path, sizeof(path), "%s/" MR_HAL_WATCHDOG_MARK, dir) >= (int)sizeof(path) ||
+	    mr_read_file(path, 512, &mark, NULL) < 0)
+		goto out;
+	sp = strchr(mr_buf_cstr(&mark), ' ');
+	nl = sp ? strchr(sp, '\n') : NULL;
+	if (!sp || !nl)
+		goto out;
+	*sp = *nl = '\0';
+	if (strcmp(mr_buf_cstr(&mark), u.nodename) || mr_parse_u64(sp + 1, 1, INT_MAX, &pid) < 0)
+		goto out;
+	stale = kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+out:
+	mr_buf_release(&mark);
+	return stale;
+}
+
+/* Remove a stale job directory: its files (meshrun writes no subdirectory), then itself. */
+static void remove_flat_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+			(void)unlink(path);
+	closedir(d);
+	if (rmdir(dir) < 0)
+		mr_debug("sweep: could not remove '%s': %s", dir, strerror(errno));
+	else
+		mr_debug("sweep: removed '%s' (its watchdog is gone)", dir);
+}
+
+static void sweep_local(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *e;
+	char dir[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "meshrun.", 8) &&
+		    snprintf(dir, sizeof(dir), "%s/%s", tmp, e->d_name) < (int)sizeof(dir) &&
+		    mr_launch_dir_is_stale(dir))
+			remove_flat_dir(dir);
+	closedir(d);
+}
+
+/*
  * The same checks and files as mr_launch_setup_script, done in this process when every
  * rank is local: three fork/execs fewer per job (sh, mktemp, rm).
  */
@@ -303,6 +393,7 @@ static int prepare_local(struct job *j, struct meshrun_err *err)
 		return rc;
 	if (snprintf(dir, sizeof(dir), "%s/%s", tmp && *tmp ? tmp : "/tmp", h->dir_name) >= (int)sizeof(dir))
 		return mr_err_set(err, MESHRUN_E_INVAL, "TMPDIR too long: '%s'", tmp);
+	sweep_local(tmp && *tmp ? tmp : "/tmp");
 	guard_dir_name(j, h);
 	if (mkdir(dir, 0700) < 0)
 		return mr_err_sys(err, "create job directory '%s'", dir);

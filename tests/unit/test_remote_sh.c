@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -537,6 +538,152 @@ static void test_launch_setup(void **state)
 	free(tmp);
 }
 
+/*
+ * A real watchdog (under login shell sh, as sshd starts it) told "D<dir>": it
+ * writes its mark into dir; returns its pid (= session), *in its stdin.
+ */
+static pid_t start_marking_watchdog(const char *sh, const char *dir, int *in)
+{
+	struct mr_buf cmd = MR_BUF_INIT, line = MR_BUF_INIT;
+	const char *base = strrchr(sh, '/') + 1;
+	char mark[600];
+	int fds[2];
+	pid_t pid;
+
+	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, NULL), 0);
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setsid();
+		dup2(fds[0], 0);
+		for (int fd = 3; fd < 64; fd++)
+			close(fd);
+		execl(sh, base, "-c", mr_buf_cstr(&cmd), (char *)NULL);
+		_exit(127);
+	}
+	close(fds[0]);
+	mr_buf_printf(&line, "D%s\n", dir);
+	assert_int_equal(mr_write_full(fds[1], line.p, line.len), 0);
+	snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
+	for (int i = 0; i < 500 && access(mark, F_OK) < 0; i++)
+		mr_sleep_ms(10);
+	if (access(mark, F_OK) < 0)
+		fail_msg("watchdog under %s wrote no mark into '%s'", sh, dir);
+	mr_buf_release(&cmd);
+	mr_buf_release(&line);
+	*in = fds[1];
+	return pid;
+}
+
+static void make_job_dir(const char *tmp, const char *name, const char *mark)
+{
+	char path[700];
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, name);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/%s/hostfile.json", tmp, name);
+	assert_int_equal(mr_write_file(path, "[]", 2, 0600, &e), 0);
+	if (mark) {
+		snprintf(path, sizeof(path), "%s/%s/" MR_HAL_WATCHDOG_MARK, tmp, name);
+		assert_int_equal(mr_write_file(path, mark, strlen(mark), 0600, &e), 0);
+	}
+}
+
+static bool job_dir_exists(const char *tmp, const char *name)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, name);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * The sweep (issue 16): two jobs' directories on one host, one whose watchdog was
+ * killed with the rest of the host (kill -9, nobody read its EOF) and one whose
+ * watchdog lives. The next job's setup removes the first and keeps the second,
+ * and keeps what it cannot judge: no mark (a setup under way), another host's
+ * mark; a mark whose pid lives but is no watchdog (reused) is swept. The
+ * all-local path's test (mr_launch_dir_is_stale) agrees but keeps the reused pid.
+ */
+static void test_launch_sweep(void **state)
+{
+	char *tmp = make_tmpdir("/tmp/mr-sweep-test.XXXXXX");
+	char tmpenv[600], path[700], other[400], reused[400];
+	char *env[] = { tmpenv, NULL };
+	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+			 "", "", "/", "meshrun.newjob", "hostfile.json", "[]", NULL };
+	struct mr_buf cmd = MR_BUF_INIT;
+	struct utsname u;
+
+	(void)state;
+	assert_int_equal(uname(&u), 0);
+	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", tmp);
+	snprintf(other, sizeof(other), "not-%s 1\n", u.nodename);
+	snprintf(reused, sizeof(reused), "%s %ld\n", u.nodename, (long)getpid());
+	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, NULL, NULL), 0);
+	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+		char pbuf[64];
+		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+		struct sh_result r;
+		int live_in, dead_in;
+		pid_t live, dead;
+
+		if (!sh) {
+			printf("skip: %s is not installed\n", shell_names[s]);
+			continue;
+		}
+		make_job_dir(tmp, "meshrun.live", NULL);
+		make_job_dir(tmp, "meshrun.dead", NULL);
+		make_job_dir(tmp, "meshrun.nomark", NULL);
+		make_job_dir(tmp, "meshrun.other", other);
+		make_job_dir(tmp, "meshrun.reused", reused);
+		snprintf(path, sizeof(path), "%s/meshrun.live", tmp);
+		live = start_marking_watchdog(sh, path, &live_in);
+		snprintf(path, sizeof(path), "%s/meshrun.dead", tmp);
+		dead = start_marking_watchdog(sh, path, &dead_in);
+		/* the host's processes die at once: the watchdog reads no EOF */
+		kill(-dead, SIGKILL);
+		waitpid(dead, NULL, 0);
+		close(dead_in);
+
+		assert_true(mr_launch_dir_is_stale(path));
+		snprintf(path, sizeof(path), "%s/meshrun.live", tmp);
+		assert_false(mr_launch_dir_is_stale(path));
+		snprintf(path, sizeof(path), "%s/meshrun.nomark", tmp);
+		assert_false(mr_launch_dir_is_stale(path));
+		snprintf(path, sizeof(path), "%s/meshrun.other", tmp);
+		assert_false(mr_launch_dir_is_stale(path));
+		snprintf(path, sizeof(path), "%s/meshrun.reused", tmp);
+		assert_false(mr_launch_dir_is_stale(path));
+
+		sh_run(sh, mr_buf_cstr(&cmd), NULL, env, &r);
+		if (r.status != 0 || job_dir_exists(tmp, "meshrun.dead") || job_dir_exists(tmp, "meshrun.reused") ||
+		    !job_dir_exists(tmp, "meshrun.live") || !job_dir_exists(tmp, "meshrun.nomark") ||
+		    !job_dir_exists(tmp, "meshrun.other") || !job_dir_exists(tmp, "meshrun.newjob"))
+			fail_msg("sweep under %s: exit %d, stderr '%s', dead %d reused %d live %d nomark %d other %d new %d",
+				 sh, r.status, mr_buf_cstr(&r.err), job_dir_exists(tmp, "meshrun.dead"),
+				 job_dir_exists(tmp, "meshrun.reused"), job_dir_exists(tmp, "meshrun.live"),
+				 job_dir_exists(tmp, "meshrun.nomark"), job_dir_exists(tmp, "meshrun.other"),
+				 job_dir_exists(tmp, "meshrun.newjob"));
+		sh_result_release(&r);
+		/* the live job ends: its watchdog removes its directory as before */
+		close(live_in);
+		waitpid(live, NULL, 0);
+		if (job_dir_exists(tmp, "meshrun.live"))
+			fail_msg("watchdog under %s left its directory at EOF", sh);
+		for (const char *const *n = (const char *const[]){ "meshrun.nomark", "meshrun.other", "meshrun.newjob", NULL }; *n; n++) {
+			snprintf(path, sizeof(path), "%s/%s", tmp, *n);
+			rm_rf(path);
+		}
+		assert_true(dir_is_empty(tmp));
+	}
+	mr_buf_release(&cmd);
+	rm_rf(tmp);
+	free(tmp);
+}
+
 /* --------------------------------------------------------------- meshconfig's */
 
 /* Stub commands on the PATH: sudo, ifconfig (fails for en2), route, ping, netstat, uname. */
@@ -706,6 +853,7 @@ int main(void)
 		cmocka_unit_test(test_watchdog_remove_now),
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_launch_setup),
+		cmocka_unit_test(test_launch_sweep),
 		cmocka_unit_test(test_config_setup),
 		cmocka_unit_test(test_config_uname_forms),
 	};
