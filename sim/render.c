@@ -280,6 +280,10 @@ int mr_sim_render_sshd_config(const char *state_dir, const char *host_dir, const
 
 	if (rc < 0 || mr_sim_render_path(host_dir, out) < 0)
 		return -1;
+	/* a TMPDIR of each host's own, as each Mac has its /tmp: the hosts' job
+	 * directories stay apart and survive a stopped host (tests look there) */
+	if (mr_buf_printf(out, " TMPDIR=%s/tmp", host_dir) < 0)
+		return -1;
 	if (env && (!mr_is_shell_safe(env) || mr_buf_printf(out, " %s", env) < 0))
 		return -1;
 	return mr_buf_putc(out, '\n');

@@ -47,7 +47,8 @@ int mr_sim_render_shim(const char *which, const char *host, const char *host_dir
 /* The PATH of ssh sessions on the host: host_dir/bin first. */
 int mr_sim_render_path(const char *host_dir, struct mr_buf *out);
 
-/* sshd_config for one host listening on addr:22; env (NULL: none), one
+/* sshd_config for one host listening on addr:22; sessions get PATH (above) and
+ * TMPDIR=host_dir/tmp (the host's own); env (NULL: none), one
  * shell-safe NAME=VALUE word, is added to the sessions' environment (SetEnv). */
 int mr_sim_render_sshd_config(const char *state_dir, const char *host_dir, const char *addr,
 			      const char *env, struct mr_buf *out);

@@ -294,6 +294,11 @@ static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
 	if (rc == 0)
 		rc = mkdir_p(p, 0755, err);
 	free(p);
+	/* the host's TMPDIR (sshd_config SetEnv): sticky and open to all, as /tmp */
+	p = xasprintf("%s/tmp", d);
+	if (rc == 0 && (rc = mkdir_p(p, 01777, err)) == 0 && chmod(p, 01777) < 0)
+		rc = mr_err_sys(err, "chmod '%s'", p);
+	free(p);
 	if (rc < 0)
 		return rc;
 

@@ -329,6 +329,7 @@ static void test_configs(void **state)
 	assert_non_null(strstr(t, "ClientAliveInterval 2\n"));
 	assert_non_null(strstr(t, "UsePAM no\n"));
 	assert_non_null(strstr(t, "SetEnv SHLVL=1 PATH=/run/meshsim/x/h1/bin:"));
+	assert_non_null(strstr(t, ":/bin TMPDIR=/run/meshsim/x/h1/tmp\n"));
 	mr_buf_reset(&b);
 	assert_int_equal(mr_sim_render_ssh_host("/s", "h2", "10.230.5.2", &b), 0);
 	assert_string_equal(mr_buf_cstr(&b),

@@ -158,6 +158,7 @@ no_rank_left "after SIGTERM to meshrun"
 # waiting on it through the SIGKILL grace and its 10 s give-up.
 stop_host=$(echo "$HOSTS" | cut -d, -f2)
 host_pids() { ip netns pids "$N-$1"; }
+swept=""
 for how in kill sigstop; do
 	start_loop "$TMP/stopmid.out" --env MESHRUN_TIMEOUT=3 || continue
 	t0=$(date +%s%N)
@@ -180,6 +181,10 @@ for how in kill sigstop; do
 		{ fail "no line names $stop_host ($want)"; tail -8 "$TMP/stopmid.out" | show; }
 	if [ $how = kill ]; then
 		check "fault start $stop_host" "$MESHSIM" fault --name "$N" start "$stop_host"
+		# its watchdog died with it: the job directory stays until the next
+		# job's setup there sweeps it (docs/contracts.md, job directory lifecycle)
+		swept=$(for d in "$MESHSIM_STATE_DIR/$N/$stop_host"/tmp/meshrun.*; do [ -e "$d" ] && echo "$d"; done)
+		echo "# left on $stop_host by its killed watchdog: ${swept:-none}"
 	else
 		# shellcheck disable=SC2086
 		kill -CONT $stopped # its watchdog sees the connection gone and stops the rank
@@ -188,6 +193,10 @@ for how in kill sigstop; do
 	fi
 	no_rank_left "after $how of a host mid-run"
 done
+# the sigstop job set up on the restarted host: the killed host's directory is gone
+left=$(for d in $swept; do [ -e "$d" ] && echo "$d"; done)
+[ -z "$left" ] && ok "the next job on $stop_host swept the job directory left by the stop (${swept:-none there})" ||
+	fail "the next job on $stop_host did not sweep $left"
 
 # 6. a stopped host is named before launch: exit 255, nothing started
 check "fault stop $stop_host" "$MESHSIM" fault --name "$N" stop "$stop_host"

@@ -154,8 +154,20 @@ nothing_left() {
 	return 0
 }
 
+# no_jobdir_left NAME: no meshrun job directory in any host's own TMPDIR
+# (meshsim gives each host STATE/HOST/tmp), e.g. one whose watchdog died with
+# its host (meshsim fault stop) and that no later job there swept.
+no_jobdir_left() {
+	local d bad=0
+	for d in "$MESHSIM_STATE_DIR/$1"/*/tmp/meshrun.*; do
+		[ -e "$d" ] && { echo "  left: job directory ${d#"$MESHSIM_STATE_DIR/$1/"}"; bad=1; }
+	done
+	return $bad
+}
+
 # down NAME: meshsim down, and check that nothing is left.
 down() {
+	check "no job directory left on any host of $1" no_jobdir_left "$1"
 	check "meshsim down $1" "$MESHSIM" down "$1"
 	check "nothing of $1 left (namespaces, links, sshd, ranks, state)" nothing_left "$1"
 	CLUSTERS=${CLUSTERS// $1/}

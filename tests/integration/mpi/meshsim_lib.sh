@@ -113,6 +113,11 @@ msl_end() {
 	if [ -z "$left" ]; then ok "no rank left in any host"; else
 		fail "processes left in the hosts:"; echo "$left" | show
 	fi
+	# every host's own TMPDIR (meshsim: STATE/HOST/tmp): no job directory
+	left=$(for d in "$MESHSIM_STATE_DIR/$NAME"/*/tmp/meshrun.*; do [ -e "$d" ] && echo "$d"; done)
+	if [ -z "$left" ]; then ok "no job directory left on any host"; else
+		fail "job directories left:"; echo "$left" | show
+	fi
 	if "$MESHSIM" down "$NAME" >"$TMP/down.log" 2>&1; then ok "meshsim down $NAME"; else
 		fail "meshsim down $NAME"; show "$TMP/down.log"
 	fi
