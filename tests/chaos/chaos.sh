@@ -14,8 +14,12 @@
 #   - afterwards no process of the job runs in any of the cluster's network
 #     namespaces (only each host's sshd listener) and no job directory
 #     (meshrun.*) exists on any host: every host's sessions get a TMPDIR of its
-#     own, a tmpfs in its sshd's mount namespace, so its job directories are its
-#     own (and the full-disk fault fills exactly that); LEFTOVER otherwise;
+#     own, a tmpfs of its own (the full-disk fault fills exactly that), mounted
+#     here before its sshd starts, so that it outlives a stopped host as a disk
+#     would. A stopped host's directory goes only when the next job sets up
+#     there (its watchdog died with it; docs/contracts.md, job directory
+#     lifecycle): after a stop-host job a short job runs once the host is back,
+#     and its directory must be gone then; LEFTOVER otherwise;
 #   - a job that exits 0 printed "0 failed" for every rank, and no job printed a
 #     wrong result (meshrun-allreduce-test checks every value): WRONG otherwise.
 #
@@ -107,20 +111,24 @@ FIX_mesh4=fixtures/mesh4-m3ultra
 FIX_ring8=fixtures/ring8
 sshd_pid() { cat "$MESHSIM_STATE_DIR/$1/$2/sshd.pid" 2>/dev/null; }
 # mount_tmp NAME HOST: the host's TMPDIR, $TMP/tmp/NAME-HOST, is a tmpfs of 8 MiB
-# in the mount namespace of its sshd (so of everything started over ssh there):
-# each host has job directories of its own, and the full-disk fault fills it.
+# mounted here before meshsim up: the host's sshd (a mount namespace of its own,
+# a private copy of ours) and the one a stop/start makes see it, and so do we.
+# Each host has job directories of its own, the full-disk fault fills it, and
+# what a stopped host left stays there for the next job's sweep, as on a disk.
 # sshd's own files live under $TMP, hence not /tmp itself.
 host_tmp() { echo "$TMP/tmp/$1-$2"; }
+CHAOS_MOUNTS=()
 mount_tmp() {
-	local pid d
+	local d
 	d=$(host_tmp "$1" "$2")
-	mkdir -p "$d" && pid=$(sshd_pid "$1" "$2") && [ -n "$pid" ] &&
-		nsenter -t "$pid" -m mount -t tmpfs -o size=8m,mode=1777 "chaos-$1-$2" "$d"
+	mkdir -p "$d" && mount -t tmpfs -o size=8m,mode=1777 "chaos-$1-$2" "$d" && CHAOS_MOUNTS+=("$d")
 }
-# set_tmpdir NAME HOST: sshd gives every session TMPDIR (SetEnv), re-read on SIGHUP
+trap 'for m in "${CHAOS_MOUNTS[@]}"; do umount -l "$m"; done 2>/dev/null; cleanup' EXIT
+# set_tmpdir NAME HOST: sshd gives every session TMPDIR (SetEnv; meshsim's own
+# per-host one replaced), re-read on SIGHUP
 set_tmpdir() {
 	local cfg=$MESHSIM_STATE_DIR/$1/$2/sshd_config
-	grep -q "TMPDIR=" "$cfg" || sed -i "s|^SetEnv .*|& TMPDIR=$(host_tmp "$1" "$2")|" "$cfg"
+	sed -i "s|TMPDIR=[^ ]*||; s|^SetEnv .*|& TMPDIR=$(host_tmp "$1" "$2")|" "$cfg"
 	kill -HUP "$(sshd_pid "$1" "$2")"
 }
 # ssh_ok HOST: the host answers ssh (up to 10 s)
@@ -143,6 +151,11 @@ bring_up() { # bring_up KIND
 	n=${n:0:9}
 	fix=FIX_$k
 	[ -n "${!fix:-}" ] || { echo "chaos.sh: unknown cluster '$k' (mesh4, ring8)" >&2; exit 2; }
+	local h
+	for h in "$SRC/${!fix}"/*/; do
+		h=${h%/}
+		mount_tmp "$n" "${h##*/}" || { fail "a tmpfs TMPDIR for $k host ${h##*/}"; finish; }
+	done
 	up "$n" "$SRC/${!fix}"
 	"$MESHCONFIG" --hosts "$HOSTS" --backend ring --auto-setup --ssh-config "$CFG" \
 		--output-hostfile "$TMP/$k.json" >"$TMP/mc.$k" 2>&1 ||
@@ -150,9 +163,8 @@ bring_up() { # bring_up KIND
 	C_NAME[$k]=$n C_HF[$k]=$TMP/$k.json C_HOSTS[$k]=$HOSTS
 	awk -F'"' '/"ssh":/ { h = $4 } /"ips":/ { getline; print h, $2 }' "$TMP/$k.json" >"$TMP/$k.ranks"
 	C_N[$k]=$(wc -l <"$TMP/$k.ranks")
-	local h
 	for h in ${HOSTS//,/ }; do
-		mount_tmp "$n" "$h" && set_tmpdir "$n" "$h" || { fail "a tmpfs TMPDIR for $k host $h"; finish; }
+		mountpoint -q "$(host_tmp "$n" "$h")" && set_tmpdir "$n" "$h" || { fail "a tmpfs TMPDIR for $k host $h"; finish; }
 	done
 	for h in ${HOSTS//,/ }; do ssh_ok "$h" || { fail "$k host $h answers ssh after SIGHUP"; finish; }; done
 	[ "$k" = mesh4 ] && case ,$BACKEND_LIST, in *,ompi,*) ompi_setup "$n" ;; esac
@@ -208,11 +220,10 @@ strays() {
 		done
 	done
 }
-jobdirs() { # jobdirs NAME HOSTS: job directories left on the hosts
-	local h
+jobdirs() { # jobdirs NAME HOSTS: job directories left on the hosts (their tmpfs is ours too)
+	local h d
 	for h in ${2//,/ }; do
-		in_host_mnt "$1" "$h" sh -c 'for d in "$0"/meshrun.*; do [ -e "$d" ] && echo "$d"; done' "$(host_tmp "$1" "$h")" |
-			sed "s|^|$h:|"
+		for d in "$(host_tmp "$1" "$h")"/meshrun.*; do [ -e "$d" ] && echo "$h:$d"; done
 	done
 }
 
@@ -273,7 +284,7 @@ clear_fault() {
 	flap) "$MESHSIM" fault --name "$N" flap "$TPORT" off ;;
 	loss) "$MESHSIM" fault --name "$N" loss "$TPORT" 0 ;;
 	latency) "$MESHSIM" fault --name "$N" latency "$TPORT" 0 ;;
-	stop-host) "$MESHSIM" fault --name "$N" start "$TH" && mount_tmp "$N" "$TH" ;; # sshd re-reads the TMPDIR
+	stop-host) "$MESHSIM" fault --name "$N" start "$TH" ;; # its sshd sees the same TMPDIR
 	partition) "$MESHSIM" fault --name "$N" heal ;;
 	garbage|halfopen|badtoken|slowloris)
 		[ -n "$FOREIGN_PID" ] && { pkill -9 -s "$FOREIGN_PID" 2>/dev/null; kill -9 "$FOREIGN_PID" 2>/dev/null; wait "$FOREIGN_PID" 2>/dev/null; }
@@ -399,8 +410,11 @@ run_job() {
 	# leftovers: within LEFT_S of the exit (kill -9 of meshrun: the watchdogs' 3 s)
 	local lim=$LEFT_S
 	[ $F = meshrun-kill9 ] && lim=$KILL9_LEFT_S
+	# a stopped host's directory: checked after the next job (below)
+	local others=$hosts
+	[ $F = stop-host ] && others=$(echo ",$hosts," | sed "s/,$TH,/,/; s/^,//; s/,\$//")
 	while :; do
-		left="$(strays "$N" "$hosts") $(jobdirs "$N" "$hosts")"
+		left="$(strays "$N" "$hosts") $(jobdirs "$N" "$others")"
 		left=$(echo $left)
 		[ -z "$left" ] && break
 		[ $(($(now_ms) - t1)) -gt $((lim * 1000)) ] && break
@@ -408,12 +422,19 @@ run_job() {
 	done
 	local exit_left=$(($(now_ms) - t1))
 	clear_fault
+	if [ $F = stop-host ] && [ -z "$left" ]; then
+		# the host is back: the next job's setup there sweeps what its killed watchdog left
+		"$MESHRUN" --hostfile "${C_HF[$K]}" --ssh-config "$CFG" --timeout "$JOB_S" -- true </dev/null >"$TMP/sweep.out" 2>&1 ||
+			note="$note the job after the restart failed: $(head -c 200 "$TMP/sweep.out")"
+		left=$(echo $(jobdirs "$N" "$hosts"))
+		[ -z "$left" ] || note="$note not swept by the next job:"
+	fi
 	if [ -n "$left" ]; then
 		[ $verdict = ok ] && verdict=LEFTOVER
 		note="$note left after ${lim}s: ${left:0:200}"
 		# clean up for the next job
 		for p in $(strays "$N" "$hosts" | cut -d: -f2); do kill -9 "$p" 2>/dev/null; done
-		for h in ${hosts//,/ }; do in_host_mnt "$N" "$h" sh -c 'rm -rf "$0"/meshrun.*' "$(host_tmp "$N" "$h")" 2>/dev/null; done
+		for h in ${hosts//,/ }; do rm -rf "$(host_tmp "$N" "$h")"/meshrun.*; done
 	fi
 
 	# exit status, names, results (chaos_lib.sh)
