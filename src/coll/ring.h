@@ -54,6 +54,17 @@
  */
 #define MR_RING_PAIR_PKT_MIN (128u << 10)
 #define MR_RING_PAIR_PKT_DIV 8
+/*
+ * Measured and rejected for two ranks (issue 19 part 5): one exchange of the
+ * whole buffers, each rank reducing the peer's chunks as they arrive (no
+ * all-gather packet waits for the other rank's reduction). It slept far less
+ * (1 MiB: 0.3-0.7 context switches per all-reduce, the ring 1.8-3.7) but
+ * reduces the whole buffer instead of half of it, and on 2 cores the
+ * processor, not the wait, bounds 1-16 MiB: alternated with the ring round
+ * by round in one process (same load for both), 15 rounds, it took 1.3x the
+ * ring's time at 512K, 1M, 2M, 4M and 16M. Packets of 512K instead of 128K
+ * made no difference (1M, 4M, 16M within 3%); of 64K, 1.1-1.3x slower.
+ */
 /* The most a receiver waits for before poll() wakes it (SO_RCVLOWAT, ring.c):
  * a packet or this much of it. */
 #define MR_RING_LOWAT_MAX (512u << 10)
