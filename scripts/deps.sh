@@ -13,7 +13,7 @@ pkgs=(
 	openmpi-bin libopenmpi-dev
 	graphviz
 	man-db
-	jq
+	jq python3
 	file llvm
 	clang
 )

@@ -47,7 +47,7 @@
 BIN_ARG=${1:?usage: $0 BIN_DIR [options]}
 shift
 . "$(dirname "$0")/../integration/e2e/lib.sh" "$BIN_ARG"
-for p in tc nft nsenter mount; do
+for p in tc nft nsenter mount python3; do
 	command -v "$p" >/dev/null 2>&1 || skip "'$p' is not installed"
 done
 
@@ -57,6 +57,9 @@ SEED="" JOBS=20 CLUSTER_LIST=mesh4,ring8 FAULT_LIST=all JOB_SEED="" TABLE="" MAX
 # removes (hal.h: a setup may still be making its directory), then ssh teardown;
 # 3.9 s was seen on the loaded 2-core machine
 JOB_S=20 PEER_S=3 GRACE_S=6 LEFT_S=5 KILL9_LEFT_S=3
+# foreign connections: the other ranks start this much later (under 1000)
+FOREIGN_HOLD_MS=300
+CHAOS_DIR=$(cd "$(dirname "$0")" && pwd)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--seed) SEED=$2; shift ;;
@@ -230,21 +233,16 @@ jobdirs() { # jobdirs NAME HOSTS: job directories left on the hosts (their tmpfs
 # ---- faults: inject KIND, clear KIND. Globals of the job: K (cluster kind),
 # N (its name), F (fault), T* (targets), ARG (parameter), MPID (meshrun's pid).
 FOREIGN_PID=""
-foreign() { # foreign MODE IP PORT: a foreign connection from the left neighbour's host
-	local mode=$1 ip=$2 port=$3 hello
-	# a well-formed hello from "rank $TL" with a wrong token (24 bytes + token)
-	hello='MRNG\x01\x00\x00\x00'$(printf '\\x%02x\\x00\\x00\\x00' "$TL")$(printf '\\x%02x\\x00\\x00\\x00' "${C_N[$K]}")'\x01\x00\x00\x00\x20\x00\x00\x00chaos-wrong-token-0123456789abcd'
-	setsid ip netns exec "$N-$(rank_host "$K" "$TL")" bash -c '
-		mode=$1 ip=$2 port=$3 hello=$4 garbage=$5
-		for _ in $(seq 600); do exec 3<>"/dev/tcp/$ip/$port" && break; sleep 0.01; done 2>/dev/null
-		{ : >&3; } 2>/dev/null || { echo missed; exit 0; }
-		echo hit
-		case $mode in
-		garbage) printf "$garbage" >&3 ;;
-		badtoken) printf "$hello" >&3 ;;
-		slowloris) for ((i = 0; i < 24; i++)); do printf "${hello:0:1}" >&3 || break; sleep 0.5; done ;;
-		esac
-		sleep 30' _ "$mode" "$ip" "$port" "$hello" "$GARBAGE" >"$TMP/foreign" 2>&1 &
+# foreign MODE: a foreign connection to every port rank TR listens on, whatever
+# its backend (foreign.py finds them in the rank's own socket table), from the
+# host at each cable's other end, DELAY_MS after the rank began to listen; the
+# helper's first line in $TMP/foreign says whether a rank accepted it (hit)
+foreign() {
+	local mode=$1 h peers=$TPEER
+	for h in ${C_HOSTS[$K]//,/ }; do [ "$h" = "$TH" ] || [ "$h" = "$TPEER" ] || peers="$peers,$h"; done
+	peers=$(echo "$peers" | sed "s/[^,]*/$N-&/g")
+	setsid python3 "$CHAOS_DIR/foreign.py" "$mode" "$N-$TH" "$peers" "$ARTEST,$MLXTEST" "$WHEN" \
+		"$TL" "${C_N[$K]}" "$GARBAGE" >"$TMP/foreign" 2>&1 &
 	FOREIGN_PID=$!
 }
 # msfault ARGS...: meshsim fault; HIT=unsupported when this kernel cannot (exit 3)
@@ -331,9 +329,16 @@ run_job() {
 	else
 		pick "$3"; F=$P
 	fi
-	rand "$nr"; TR=$R; TL=$(((TR + nr - 1) % nr))
+	# libmeshrun's TCP mesh (mpi jobs on a cluster whose hostfile has mesh_ips)
+	# listens only for higher ranks: the highest has no listener to aim at
+	local tn=$nr
+	case $F:$B in garbage:mpi|halfopen:mpi|badtoken:mpi|slowloris:mpi)
+		grep -q '"mesh_ips"' "${C_HF[$K]}" && tn=$((nr - 1)) ;;
+	esac
+	rand "$tn"; TR=$R; TL=$(((TR + nr - 1) % nr))
 	TH=$(rank_host "$K" "$TR") TPORT=$TH:$(rank_if "$K" "$TR") TIP=$(rank_ip "$K" "$TR")
 	TPEER=$(rank_host "$K" "$TL")
+	FOREIGN=""
 	# the moment: anywhere in a clean job's run
 	local base=${C_BASE[$K.$B]}
 	rand $((base + 1)); WHEN=$R
@@ -357,7 +362,7 @@ run_job() {
 		;;
 	garbage)
 		local i
-		for i in $(seq 64); do rand 256; GARBAGE="$GARBAGE$(printf '\\x%02x' "$R")"; done
+		for i in $(seq 64); do rand 256; GARBAGE="$GARBAGE$(printf '%02x' "$R")"; done
 		;;
 	fulldisk|maxsessions)
 		rand 2; [ $R = 0 ] && WHEN=-1 # half of them before the launch
@@ -367,7 +372,16 @@ run_job() {
 		cmd=(/bin/sh -c 'if [ "${MLX_RANK:-$OMPI_COMM_WORLD_RANK}" = "$0" ]; then head -c 10000000 /dev/zero | tr "\0" x; fi; exec "$@"' "$TR" "${cmd[@]}")
 		;;
 	esac
-	case $F in garbage|halfopen|badtoken|slowloris) rand 400; WHEN=$R ;; esac
+	case $F in garbage|halfopen|badtoken|slowloris)
+		# the moment: within the target's connection setup, the only time a
+		# rank listens (coll/conn.c closes its listeners once its lanes are
+		# up); every other rank starts FOREIGN_HOLD_MS later, so that setup
+		# lasts at least that long whatever the machine's load
+		rand $((FOREIGN_HOLD_MS * 3 / 4)); WHEN=$R
+		cmd=(/bin/sh -c 'if [ "${MLX_RANK:-$OMPI_COMM_WORLD_RANK}" != "$0" ]; then sleep "$1"; fi; shift; exec "$@"' \
+			"$TR" "$(printf '0.%03d' "$FOREIGN_HOLD_MS")" "${cmd[@]}")
+		;;
+	esac
 	[ $F = none ] && WHEN=-
 	case $F in unplug|flap|loss|latency) names="$names|rank $TL[ :(]|$TPEER" ;; esac
 
@@ -377,11 +391,8 @@ run_job() {
 	env --default-signal=INT "$MESHRUN" --hostfile "${C_HF[$K]}" --ssh-config "$CFG" --timeout "$JOB_S" "${bargs[@]}" \
 		--env MESHRUN_TIMEOUT="$PEER_S" -- "${cmd[@]}" </dev/null >"$TMP/out" 2>"$TMP/err" &
 	MPID=$!
-	case $F in garbage|halfopen|badtoken|slowloris)
-		sleep "$(printf '0.%03d' "$WHEN")"
-		local port=$((32323 + TR))
-		foreign "$F" "$TIP" "$port"
-		;;
+	case $F in
+	garbage|halfopen|badtoken|slowloris) foreign "$F" ;;
 	none) ;;
 	*) if [ "$WHEN" != -1 ]; then
 		sleep "$(printf '%d.%03d' $((WHEN / 1000)) $((WHEN % 1000)))"
@@ -401,8 +412,12 @@ run_job() {
 	wait "$MPID" 2>/dev/null
 	rc=$?
 	case $F in garbage|halfopen|badtoken|slowloris)
-		# our own connection goes before the leftover check (it lives in a host)
-		HIT=$(head -1 "$TMP/foreign" 2>/dev/null); HIT=${HIT:-missed}
+		# our own connection goes before the leftover check (it lives in a
+		# host); the helper decides within 2 s of its connections
+		for _ in $(seq 60); do [ -s "$TMP/foreign" ] && break; sleep 0.05; done
+		FOREIGN=$(head -1 "$TMP/foreign" 2>/dev/null)
+		case $FOREIGN in "hit "*) HIT=hit ;; "missed no rank"*) HIT=late ;; *) HIT=missed ;; esac
+		[ $HIT = hit ] || note="$note (foreign.py: ${FOREIGN:-no answer})"
 		clear_fault
 		;;
 	esac
@@ -442,7 +457,8 @@ run_job() {
 	chaos_judge "$rc" "$TMP/out" "$TMP/err" "$nr" "$names"
 	local target=$TH
 	case $F in rank-*) target="r$TR@$TH" ;; unplug|flap|loss|latency) target=$TPORT ;;
-	partition) target=$ARG ;; garbage|halfopen|badtoken|slowloris) target="$TIP:$((32323 + TR))" ;;
+	partition) target=$ARG ;; garbage|halfopen|badtoken|slowloris) # accepted ports "of" the listening ones
+		target="r$TR@$TIP:$(echo "$FOREIGN" | awk '$1 == "hit" { print $2 "/" $4 } $1 != "hit" { print "-" }')" ;;
 	meshrun-*|none) target=- ;; spew) target="r$TR" ;; esac
 	[ -n "$ARG" ] && [ $F != partition ] && target="$target $ARG"
 	chaos_row "$j" "$js" "$K" "$B" "$target" "$WHEN" "$rc" "$el" "$exit_left" "$TMP/err"
