@@ -213,7 +213,7 @@ struct chan {
 	size_t rwant;          /* bytes the packet being received still lacks (at EAGAIN) */
 	int lowat;             /* SO_RCVLOWAT set on rfd (1: the default) */
 	struct mr_rxwatch rxw; /* the packet being received: a stalled link (ring_watch.c) */
-	struct mr_txwatch txw; /* what TCP retransmitted of our sends: a lossy link */
+	bool tx;               /* sent on sfd in this run: what TCP retransmitted (ring_watch.c) */
 };
 
 struct run {
@@ -298,7 +298,7 @@ static int chan_send(struct run *u, struct chan *c, int ci, struct meshrun_err *
 				return mr_ring_fail(u->r, err, "send to rank %d (%s): %s", c->speer, mr_ring_peer_addr(u->r, c->speer), strerror(errno));
 			}
 			c->so += (size_t)n;
-			c->txw.sent += (uint64_t)n;
+			c->tx = true;
 			if (c->so < len)
 				continue;
 		}
@@ -356,8 +356,7 @@ static void chans_lowat_reset(struct chan *ch, int nch)
 
 /* The stall check of every channel's packet being received, and what TCP
  * retransmitted of its sends (ring_watch.c). */
-static int watch_packets(struct run *u, struct chan *ch, int nch, int64_t t0,
-			 struct meshrun_err *err)
+static int watch_packets(struct run *u, struct chan *ch, int nch, struct meshrun_err *err)
 {
 	int64_t now = 0;
 
@@ -365,14 +364,12 @@ static int watch_packets(struct run *u, struct chan *ch, int nch, int64_t t0,
 		struct chan *h = &ch[c];
 		size_t off, len;
 		bool rs;
-		if (h->txw.sent) {
+		if (h->tx) {
 			if (!now)
 				now = mr_now_ms();
-			if (now - t0 >= MR_TXWATCH_TICK_MS) {
-				int rc = mr_txwatch_check(u->r, &h->txw, h->sfd, h->speer, now, err);
-				if (rc < 0)
-					return rc;
-			}
+			int rc = mr_txwatch_check(u->r, h->sfd, h->speer, now, err);
+			if (rc < 0)
+				return rc;
 		}
 		if (h->ro == 0) {
 			h->rxw.since = 0;
@@ -399,7 +396,6 @@ static int drive_loop(struct run *u, struct chan *ch, int nch, struct meshrun_er
 	struct mr_ring *r = u->r;
 	struct pollfd pfd[2 * MR_RING_MAX_CHAN + 1];
 	bool *wake[2 * MR_RING_MAX_CHAN]; /* the flag each pfd entry clears */
-	int64_t t0 = mr_now_ms();
 	int rc;
 
 	for (;;) {
@@ -447,7 +443,7 @@ static int drive_loop(struct run *u, struct chan *ch, int nch, struct meshrun_er
 				*wake[k] = false;
 		rc = mr_ring_check_failed(r, err);
 		if (rc == 0)
-			rc = watch_packets(u, ch, nch, t0, err);
+			rc = watch_packets(u, ch, nch, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -574,8 +570,13 @@ static int swap_side(struct mr_ring *r, int side, const unsigned char *out, unsi
 		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
 			return mr_ring_fail(r, err, "rank %d: poll: %s", r->rank, strerror(errno));
 		int rc = mr_ring_check_failed(r, err);
+		int64_t now = mr_now_ms();
 		if (rc == 0 && ro > 0)
-			rc = mr_rxwatch_check(r, &rxw, peer, 0, ro, bytes, mr_now_ms(), err);
+			rc = mr_rxwatch_check(r, &rxw, peer, 0, ro, bytes, now, err);
+		/* what TCP retransmitted of ours (ring_watch.c): 4 ranks' jobs of
+		 * small buffers take this path alone */
+		if (rc == 0 && so > 0)
+			rc = mr_txwatch_check(r, fd, peer, now, err);
 		if (rc < 0)
 			return rc;
 	}

@@ -53,6 +53,8 @@ struct mr_msg {
 
 enum { MR_LANE_LEFT = 0, MR_LANE_RIGHT = 1 };
 
+#define MR_TXWATCH_SOCKS 16
+
 struct mr_lane {
 	int fd;
 	int peer;
@@ -60,9 +62,20 @@ struct mr_lane {
 	bool closed;               /* the peer closed it (EOF or reset): not a fault by itself */
 	bool degraded;             /* ring_watch.c warned: data from the peer trickles */
 	bool lossy_warned;         /* ring_watch.c warned: TCP retransmits to the peer */
-	uint64_t tx_sent, tx_retr; /* ring_watch.c: data bytes sent to the peer, retransmitted */
-	int64_t lossy_since;       /* ring_watch.c: retransmitting >= 10% since; 0: not */
-	int64_t lossy_last;        /* ring_watch.c: the last sample that said so */
+	/* ring_watch.c, the sending side: TCP's counts per data socket to the
+	 * peer at its last sample (kept across collectives; a lane has more
+	 * sockets than this only on a 2-rank ring of many connections, whose
+	 * others share the same cable and go unwatched) */
+	struct mr_txsock {
+		int fd;
+		uint64_t sent, retr;   /* TCP's byte counts at the last sample */
+		int64_t at;            /* when; 0: slot free */
+	} txs[MR_TXWATCH_SOCKS];
+	uint64_t tx_sent, tx_retr; /* bytes TCP sent to the peer since the last batch, retransmitted */
+	int64_t tx_eval_at;        /* when the last batch was judged */
+	uint64_t spell_sent, spell_retr; /* the same over the lossy spell */
+	int64_t lossy_since;       /* retransmitting >= 10% since; 0: not */
+	int64_t lossy_last;        /* the last batch of the spell */
 	char why[160];             /* "closed the connection" for later messages */
 	struct mr_frame *head, *tail; /* out queue */
 	int64_t last_rx, last_tx;
@@ -167,18 +180,20 @@ struct mr_rxwatch {
 	int64_t since;             /* when first seen partly received; 0: none */
 };
 /* The sending side (TCP_INFO, TCP_CONNECTION_INFO; nothing where neither
- * exists): the share of the bytes sent to a peer that TCP retransmitted,
- * sampled every MR_TXWATCH_TICK_MS of a collective: >= 10% warns as above,
- * and for MESHRUN_TIMEOUT on end fails the group naming the link. */
+ * exists): the share of the bytes TCP put on the wire to a peer that were
+ * retransmissions, each data socket sampled at most every MR_TXWATCH_TICK_MS
+ * while collectives send on it (its baseline kept across collectives, in the
+ * peer's lane): a batch of MR_TXWATCH_MIN_BYTES with >= 10% starts a lossy
+ * spell and warns as above; the spell goes on, judged on all it sent (a batch
+ * at least every MR_TXWATCH_EVAL_MS, however little went out), while that
+ * share stays >= 10%, and after MESHRUN_TIMEOUT fails the group naming the
+ * link. From a collective's poll loop after each wakeup, per data socket fd
+ * that sent in it, peer = the rank at its other end: 0, or <0 after failing
+ * the group (err set). */
 #define MR_TXWATCH_TICK_MS 250
+#define MR_TXWATCH_EVAL_MS 1000
 #define MR_TXWATCH_MIN_BYTES (64u << 10)
-struct mr_txwatch {
-	uint64_t sent;             /* bytes written on the socket in this collective */
-	uint64_t base_retr, base_sent; /* at the last sample (valid when at != 0) */
-	int64_t at;                /* when last sampled; 0: not yet */
-};
-int mr_txwatch_check(struct mr_ring *r, struct mr_txwatch *w, int fd, int peer, int64_t now,
-		     struct meshrun_err *err);
+int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct meshrun_err *err);
 int64_t mr_rxwatch_warn_ms(const struct mr_ring *r);
 /* From a collective's poll loop after each wakeup, per receive stream: unit =
  * index of the unit being received, got = its bytes in, len = its size, peer =

@@ -24,14 +24,20 @@
  * but still moves each unit within the warning time (small units, seen in the
  * chaos campaign: 25% loss on a ring8 cable, units of 16K taking 0.2-1 s, the
  * job at a crawl until --timeout). The sending side sees that loss directly:
- * TCP's count of retransmitted segments (Linux TCP_INFO, macOS
- * TCP_CONNECTION_INFO, through port.h; nothing elsewhere). mr_txwatch_check
- * samples it every MR_TXWATCH_TICK_MS of a collective (a fast collective never
- * pays a system call) and adds it up per peer; once MR_TXWATCH_MIN_BYTES were
- * sent, a tenth or more retransmitted warns (as above), and a link that stays
- * so for MESHRUN_TIMEOUT fails the group. A healthy link, even a rate-limited
- * one whose queue drops (tc tbf), retransmits far less, apart from a slow
- * start's overshoot, which lasts one window, not MESHRUN_TIMEOUT.
+ * the bytes TCP put on the wire and how many of them were retransmissions
+ * (Linux TCP_INFO tcpi_bytes_sent/_retrans, macOS TCP_CONNECTION_INFO, through
+ * port.h; nothing elsewhere). Bytes written are no measure: they run a send
+ * buffer ahead of the wire. mr_txwatch_check samples each data socket at most
+ * every MR_TXWATCH_TICK_MS, from its baseline kept across collectives: a job
+ * of many small collectives, each under a tick and each slowed by a
+ * retransmission timeout, crawled to --timeout unseen when the baseline was
+ * taken anew in every collective (chaos campaign, mesh4 at 15% loss). A batch
+ * of MR_TXWATCH_MIN_BYTES with a tenth or more retransmitted warns (as above)
+ * and starts a lossy spell, judged on all it sent; a spell that lasts
+ * MESHRUN_TIMEOUT fails the group. A healthy link, even a rate-limited one
+ * whose queue drops (tc tbf), retransmits far less, apart from a slow
+ * start's overshoot, which the traffic after it outweighs within a window or
+ * two, long before MESHRUN_TIMEOUT.
  */
 #include "common/compat.h"
 #include "coll/ring_impl.h"
@@ -89,57 +95,97 @@ int mr_rxwatch_check(struct mr_ring *r, struct mr_rxwatch *w, int peer, size_t u
 	return mr_ring_fail(r, err, "rank %d (%s): the data link to rank %d stalls: %zu of %zu bytes of a packet came in %lld ms while its heartbeats still arrive (packet loss or a flapping link; MESHRUN_TIMEOUT)", peer, mr_ring_peer_addr(r, peer), r->rank, got, len, (long long)age);
 }
 
-int mr_txwatch_check(struct mr_ring *r, struct mr_txwatch *w, int fd, int peer, int64_t now,
-		     struct meshrun_err *err)
+/* The socket's slot in the lane (a free one the first time); NULL when full. */
+static struct mr_txsock *txsock_of(struct mr_lane *ln, int fd)
 {
-	struct mr_lane *ln;
-	uint64_t retr;
-	int64_t lossy = 0;
+	struct mr_txsock *free_slot = NULL;
 
-	if (!w->sent || (w->at && now - w->at < MR_TXWATCH_TICK_MS))
+	for (size_t i = 0; i < ARRAY_SIZE(ln->txs); i++) {
+		if (ln->txs[i].at && ln->txs[i].fd == fd)
+			return &ln->txs[i];
+		if (!ln->txs[i].at && !free_slot)
+			free_slot = &ln->txs[i];
+	}
+	if (free_slot)
+		free_slot->fd = fd;
+	return free_slot;
+}
+
+int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct meshrun_err *err)
+{
+	struct mr_lane *ln = lane_of_peer(r, peer);
+	struct mr_txsock *w = txsock_of(ln, fd);
+	uint64_t sent, retr;
+	int64_t lossy;
+
+	/* the slots and their sockets are the collective caller's alone; the
+	 * lane's counts below are shared with the progress thread's messages */
+	if (!w || (w->at && now - w->at < MR_TXWATCH_TICK_MS))
 		return 0;
-	if (mr_tcp_retrans(fd, &retr) < 0) {
+	if (mr_tcp_tx(fd, &sent, &retr) < 0) {
 		w->at = now; /* not on this platform: look again next tick, no more */
+		w->sent = w->retr = UINT64_MAX;
 		return 0;
 	}
-	if (!w->at || retr < w->base_retr) {
+	/* first look (or a new socket at this fd): the baseline */
+	if (!w->at || sent < w->sent || retr < w->retr) {
 		w->at = now;
-		w->base_retr = retr;
-		w->base_sent = w->sent;
+		w->sent = sent;
+		w->retr = retr;
 		return 0;
 	}
 	pthread_mutex_lock(&r->mu);
-	ln = lane_of_peer(r, peer);
-	ln->tx_sent += w->sent - w->base_sent;
-	ln->tx_retr += retr - w->base_retr;
+	ln->tx_sent += sent - w->sent;
+	ln->tx_retr += retr - w->retr;
 	w->at = now;
-	w->base_retr = retr;
-	w->base_sent = w->sent;
-	if (r->failed || ln->tx_sent < MR_TXWATCH_MIN_BYTES) {
+	w->sent = sent;
+	w->retr = retr;
+	/* judge a batch: MR_TXWATCH_MIN_BYTES (so that a few segments of small
+	 * collectives, a tail-loss probe among them, never start a spell); in a
+	 * spell also what a second brought, however little: a link that loses
+	 * a lot sends little */
+	if (r->failed || !ln->tx_sent ||
+	    (ln->tx_sent < MR_TXWATCH_MIN_BYTES && (!ln->lossy_since || now - ln->tx_eval_at < MR_TXWATCH_EVAL_MS))) {
 		pthread_mutex_unlock(&r->mu);
 		return 0;
 	}
-	uint64_t sent = ln->tx_sent, re = ln->tx_retr;
+	bool big = ln->tx_sent >= MR_TXWATCH_MIN_BYTES;
+	uint64_t bsent = ln->tx_sent, bre = ln->tx_retr;
 	ln->tx_sent = ln->tx_retr = 0;
-	mr_ring_log(r, "to rank %d: TCP retransmitted %llu of %llu bytes sent", peer, (unsigned long long)re, (unsigned long long)sent);
-	if (re * 10 < sent) {
+	ln->tx_eval_at = now;
+	mr_ring_log(r, "to rank %d: TCP retransmitted %llu of %llu bytes sent", peer, (unsigned long long)bre, (unsigned long long)bsent);
+	/* a spell whose last batch is long gone (the job computed in between;
+	 * a slow start's overshoot after the idle time) is over */
+	if (ln->lossy_since && now - ln->lossy_last > r->timeout_ms)
+		ln->lossy_since = 0;
+	if (!ln->lossy_since) {
+		if (!big || bre * 10 < bsent) {
+			pthread_mutex_unlock(&r->mu);
+			return 0;
+		}
+		ln->lossy_since = now;
+		ln->spell_sent = ln->spell_retr = 0;
+	}
+	/* the spell is judged on all it sent: one lucky batch (a tenth is a
+	 * few segments in a small one) does not end it, a healthy link's
+	 * traffic after a slow start's overshoot soon does */
+	ln->spell_sent += bsent;
+	ln->spell_retr += bre;
+	if (ln->spell_retr * 10 < ln->spell_sent) {
 		ln->lossy_since = 0;
 		pthread_mutex_unlock(&r->mu);
 		return 0;
 	}
-	/* a lossy sample long after the last one (the job computed in between; a
-	 * slow start's overshoot after the idle time) starts a new spell */
-	if (!ln->lossy_since || now - ln->lossy_last > r->timeout_ms)
-		ln->lossy_since = now;
 	ln->lossy_last = now;
 	lossy = now - ln->lossy_since;
 	if (!ln->lossy_warned) {
 		ln->lossy_warned = true;
 		fprintf(stderr, "%s: rank %d: warning: the link from rank %d to rank %d (%s) is degraded: TCP retransmitted %llu of %llu bytes sent (packet loss? MESHRUN_TIMEOUT is %lld ms)\n",
-			r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (unsigned long long)re, (unsigned long long)sent, (long long)r->timeout_ms);
+			r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (unsigned long long)bre, (unsigned long long)bsent, (long long)r->timeout_ms);
 	}
+	uint64_t ssent = ln->spell_sent, sre = ln->spell_retr;
 	pthread_mutex_unlock(&r->mu);
 	if (lossy < r->timeout_ms)
 		return 0;
-	return mr_ring_fail(r, err, "rank %d (%s): the data link from rank %d loses packets: TCP retransmitted %llu of the last %llu bytes, a tenth or more for %lld ms (MESHRUN_TIMEOUT)", peer, mr_ring_peer_addr(r, peer), r->rank, (unsigned long long)re, (unsigned long long)sent, (long long)lossy);
+	return mr_ring_fail(r, err, "rank %d (%s): the data link from rank %d loses packets: TCP retransmitted %llu of the last %llu bytes, a tenth or more for %lld ms (MESHRUN_TIMEOUT)", peer, mr_ring_peer_addr(r, peer), r->rank, (unsigned long long)sre, (unsigned long long)ssent, (long long)lossy);
 }

@@ -274,7 +274,7 @@ struct cab {
 	bool swait, rwait;
 	unsigned char *slot; /* reduce: MR_MESH_DEPTH chunk buffers */
 	struct mr_rxwatch rxw; /* the chunk being received: a stalled cable (ring_watch.c) */
-	struct mr_txwatch txw; /* what TCP retransmitted of our sends: a lossy cable */
+	bool tx;         /* sent on fd in this step: what TCP retransmitted (ring_watch.c) */
 };
 
 /*
@@ -413,7 +413,7 @@ static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 			return mr_ring_fail(r, err, "send to rank %d (%s): %s", x->peer, mr_ring_peer_addr(r, x->peer), strerror(errno));
 		}
 		cb->so += (size_t)n;
-		cb->txw.sent += (uint64_t)n;
+		cb->tx = true;
 		if (cb->so == len) {
 			cb->sj++;
 			cb->so = 0;
@@ -472,7 +472,7 @@ static bool step_busy(const struct step *s)
 
 /* The stall check of every cable's chunk being received, and what TCP
  * retransmitted of its sends (ring_watch.c). */
-static int watch_chunks(struct step *s, int64_t t0, struct meshrun_err *err)
+static int watch_chunks(struct step *s, struct meshrun_err *err)
 {
 	int64_t now = 0;
 
@@ -480,14 +480,12 @@ static int watch_chunks(struct step *s, int64_t t0, struct meshrun_err *err)
 		for (int k = 0; k < s->x[i].ncab; k++) {
 			struct xfer *x = &s->x[i];
 			struct cab *cb = &x->cab[k];
-			if (cb->txw.sent) {
+			if (cb->tx) {
 				if (!now)
 					now = mr_now_ms();
-				if (now - t0 >= MR_TXWATCH_TICK_MS) {
-					int rc = mr_txwatch_check(&s->m->ctl, &cb->txw, cb->fd, x->peer, now, err);
-					if (rc < 0)
-						return rc;
-				}
+				int rc = mr_txwatch_check(&s->m->ctl, cb->fd, x->peer, now, err);
+				if (rc < 0)
+					return rc;
 			}
 			if (cb->ro == 0) {
 				cb->rxw.since = 0;
@@ -510,7 +508,6 @@ static int step_run(struct step *s, struct meshrun_err *err)
 {
 	struct mr_mesh *m = s->m;
 	struct mr_ring *r = &m->ctl;
-	int64_t t0 = mr_now_ms();
 	int rc = mr_ring_check_failed(r, err);
 
 	while (rc == 0) {
@@ -550,7 +547,7 @@ static int step_run(struct step *s, struct meshrun_err *err)
 			}
 		rc = mr_ring_check_failed(r, err);
 		if (rc == 0)
-			rc = watch_chunks(s, t0, err);
+			rc = watch_chunks(s, err);
 	}
 	return rc;
 }

@@ -9,7 +9,13 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#if defined(__linux__)
+/* the kernel's struct tcp_info: glibc's <netinet/tcp.h> stops before
+ * tcpi_bytes_sent (mr_tcp_tx); it defines the same TCP_* options */
+#include <linux/tcp.h>
+#else
 #include <netinet/tcp.h>
+#endif
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -280,16 +286,22 @@ int mr_tcp_user_timeout(int fd, unsigned ms)
 #endif
 }
 
-int mr_tcp_retrans(int fd, uint64_t *bytes)
+int mr_tcp_tx(int fd, uint64_t *sent, uint64_t *retrans)
 {
-#if MR_HAVE_TCP_INFO
+#if MR_HAVE_TCP_INFO && defined(__linux__)
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
 		return -1;
-	*bytes = (uint64_t)ti.tcpi_total_retrans * ti.tcpi_snd_mss;
+	/* the byte counts came with Linux 4.19; before, a shorter struct */
+	if (len < offsetof(struct tcp_info, tcpi_bytes_retrans) + sizeof(ti.tcpi_bytes_retrans)) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	*sent = ti.tcpi_bytes_sent;
+	*retrans = ti.tcpi_bytes_retrans;
 	return 0;
 #elif MR_HAVE_TCP_CONNECTION_INFO
 	struct tcp_connection_info ti;
@@ -298,11 +310,12 @@ int mr_tcp_retrans(int fd, uint64_t *bytes)
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_CONNECTION_INFO, &ti, &len) < 0)
 		return -1;
-	*bytes = ti.tcpi_txretransmitbytes;
+	*sent = ti.tcpi_txbytes;
+	*retrans = ti.tcpi_txretransmitbytes;
 	return 0;
 #else
 	(void)fd;
-	*bytes = 0;
+	*sent = *retrans = 0;
 	errno = ENOTSUP;
 	return -1;
 #endif

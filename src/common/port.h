@@ -50,14 +50,17 @@ ssize_t mr_send_nosig(int fd, const void *buf, size_t len, int flags);
  *   mr_tcp_set_cc/get_cc  congestion control by name (TCP_CONGESTION)
  *   mr_tcp_quickack       acknowledge at once (TCP_QUICKACK; no macOS knob)
  *   mr_tcp_user_timeout   fail a socket whose data stays unacknowledged ms
- *   mr_tcp_retrans        bytes this end retransmitted so far (Linux TCP_INFO:
- *                         segments x MSS, an estimate; macOS TCP_CONNECTION_INFO)
+ *   mr_tcp_tx             bytes this end sent so far on the wire, retransmissions
+ *                         included, and of them retransmitted (Linux 4.19+ TCP_INFO
+ *                         tcpi_bytes_sent/_retrans; macOS TCP_CONNECTION_INFO
+ *                         tcpi_txbytes/tcpi_txretransmitbytes): not bytes written,
+ *                         which run a send buffer ahead
  */
 int mr_tcp_set_cc(int fd, const char *name);
 int mr_tcp_get_cc(int fd, char *buf, size_t n);
 int mr_tcp_quickack(int fd);
 int mr_tcp_user_timeout(int fd, unsigned ms);
-int mr_tcp_retrans(int fd, uint64_t *bytes);
+int mr_tcp_tx(int fd, uint64_t *sent, uint64_t *retrans);
 
 /*
  * The effective uid of the process at the other end of a connected unix
