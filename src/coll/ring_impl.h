@@ -183,8 +183,8 @@ struct mr_rxwatch {
  * exists): the share of the bytes TCP put on the wire to a peer that were
  * retransmissions, each data socket sampled at most every MR_TXWATCH_TICK_MS
  * while collectives send on it (its baseline kept across collectives, in the
- * peer's lane): a batch of MR_TXWATCH_MIN_BYTES with >= 10% starts a lossy
- * spell and warns as above; the spell goes on, judged on all it sent (a batch
+ * peer's lane): a batch of MR_TXWATCH_MIN_BYTES with >= 5% warns as above,
+ * with >= 10% starts a lossy spell; the spell goes on, judged on all it sent (a batch
  * at least every MR_TXWATCH_EVAL_MS, however little went out), while that
  * share stays >= 10%, and after MESHRUN_TIMEOUT fails the group naming the
  * link. From a collective's poll loop after each wakeup, per data socket fd

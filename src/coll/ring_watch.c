@@ -32,8 +32,8 @@
  * of many small collectives, each under a tick and each slowed by a
  * retransmission timeout, crawled to --timeout unseen when the baseline was
  * taken anew in every collective (chaos campaign, mesh4 at 15% loss). A batch
- * of MR_TXWATCH_MIN_BYTES with a tenth or more retransmitted warns (as above)
- * and starts a lossy spell, judged on all it sent; a spell that lasts
+ * of MR_TXWATCH_MIN_BYTES with a twentieth or more retransmitted warns (as
+ * above), a tenth or more starts a lossy spell, judged on all it sent; a spell that lasts
  * MESHRUN_TIMEOUT fails the group. A healthy link, even a rate-limited one
  * whose queue drops (tc tbf), retransmits far less, apart from a slow
  * start's overshoot, which the traffic after it outweighs within a window or
@@ -111,10 +111,21 @@ static struct mr_txsock *txsock_of(struct mr_lane *ln, int fd)
 	return free_slot;
 }
 
+/* Once per peer, with r->mu held: the link to it loses packets. */
+static void txwatch_warn(struct mr_ring *r, struct mr_lane *ln, int peer, uint64_t re, uint64_t sent)
+{
+	if (ln->lossy_warned)
+		return;
+	ln->lossy_warned = true;
+	fprintf(stderr, "%s: rank %d: warning: the link from rank %d to rank %d (%s) is degraded: TCP retransmitted %llu of %llu bytes sent (packet loss? MESHRUN_TIMEOUT is %lld ms)\n",
+		r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (unsigned long long)re, (unsigned long long)sent, (long long)r->timeout_ms);
+}
+
 int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct meshrun_err *err)
 {
 	struct mr_lane *ln = lane_of_peer(r, peer);
 	struct mr_txsock *w = txsock_of(ln, fd);
+	struct mr_tcp_tx t;
 	uint64_t sent, retr;
 	int64_t lossy;
 
@@ -122,10 +133,28 @@ int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct me
 	 * lane's counts below are shared with the progress thread's messages */
 	if (!w || (w->at && now - w->at < MR_TXWATCH_TICK_MS))
 		return 0;
-	if (mr_tcp_tx(fd, &sent, &retr) < 0) {
+	if (mr_tcp_tx(fd, &t) < 0) {
 		w->at = now; /* not on this platform: look again next tick, no more */
 		w->sent = w->retr = UINT64_MAX;
 		return 0;
+	}
+	sent = t.sent;
+	retr = t.retrans;
+	/* data in flight and no acknowledgement for a while: the link drops
+	 * all (a flapping cable's down time: its local drops are no
+	 * retransmissions, and units of a few segments never begin at the
+	 * receiver, whose check sees nothing). A stopped or busy peer still
+	 * acknowledges (its kernel does) until its window closes, and then
+	 * nothing is in flight. A warning: TCP_USER_TIMEOUT ends a link that
+	 * stays so (ring_conn.c) */
+	if (t.in_flight && t.ack_age_ms >= mr_rxwatch_warn_ms(r) && !ln->lossy_warned) {
+		pthread_mutex_lock(&r->mu);
+		if (!ln->lossy_warned && !r->failed) {
+			ln->lossy_warned = true;
+			fprintf(stderr, "%s: rank %d: warning: the link from rank %d to rank %d (%s) is degraded: no acknowledgement for %lld ms with %u segments in flight (packet loss or a flapping link? MESHRUN_TIMEOUT is %lld ms)\n",
+				r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (long long)t.ack_age_ms, t.in_flight, (long long)r->timeout_ms);
+		}
+		pthread_mutex_unlock(&r->mu);
 	}
 	/* first look (or a new socket at this fd): the baseline */
 	if (!w->at || sent < w->sent || retr < w->retr) {
@@ -154,6 +183,12 @@ int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct me
 	ln->tx_sent = ln->tx_retr = 0;
 	ln->tx_eval_at = now;
 	mr_ring_log(r, "to rank %d: TCP retransmitted %llu of %llu bytes sent", peer, (unsigned long long)bre, (unsigned long long)bsent);
+	/* a twentieth warns already: a link that loses 5% of its packets fails
+	 * no check, but a job of many small collectives crawls over it, each
+	 * loss a retransmission timeout, and may end at --timeout: the user
+	 * must learn which link it was */
+	if (big && bre * 20 >= bsent)
+		txwatch_warn(r, ln, peer, bre, bsent);
 	/* a spell whose last batch is long gone (the job computed in between;
 	 * a slow start's overshoot after the idle time) is over */
 	if (ln->lossy_since && now - ln->lossy_last > r->timeout_ms)
@@ -178,11 +213,7 @@ int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct me
 	}
 	ln->lossy_last = now;
 	lossy = now - ln->lossy_since;
-	if (!ln->lossy_warned) {
-		ln->lossy_warned = true;
-		fprintf(stderr, "%s: rank %d: warning: the link from rank %d to rank %d (%s) is degraded: TCP retransmitted %llu of %llu bytes sent (packet loss? MESHRUN_TIMEOUT is %lld ms)\n",
-			r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (unsigned long long)bre, (unsigned long long)bsent, (long long)r->timeout_ms);
-	}
+	txwatch_warn(r, ln, peer, bre, bsent);
 	uint64_t ssent = ln->spell_sent, sre = ln->spell_retr;
 	pthread_mutex_unlock(&r->mu);
 	if (lossy < r->timeout_ms)

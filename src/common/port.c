@@ -286,7 +286,7 @@ int mr_tcp_user_timeout(int fd, unsigned ms)
 #endif
 }
 
-int mr_tcp_tx(int fd, uint64_t *sent, uint64_t *retrans)
+int mr_tcp_tx(int fd, struct mr_tcp_tx *t)
 {
 #if MR_HAVE_TCP_INFO && defined(__linux__)
 	struct tcp_info ti;
@@ -300,8 +300,10 @@ int mr_tcp_tx(int fd, uint64_t *sent, uint64_t *retrans)
 		errno = ENOTSUP;
 		return -1;
 	}
-	*sent = ti.tcpi_bytes_sent;
-	*retrans = ti.tcpi_bytes_retrans;
+	t->sent = ti.tcpi_bytes_sent;
+	t->retrans = ti.tcpi_bytes_retrans;
+	t->in_flight = ti.tcpi_unacked;
+	t->ack_age_ms = ti.tcpi_last_ack_recv;
 	return 0;
 #elif MR_HAVE_TCP_CONNECTION_INFO
 	struct tcp_connection_info ti;
@@ -310,12 +312,15 @@ int mr_tcp_tx(int fd, uint64_t *sent, uint64_t *retrans)
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_CONNECTION_INFO, &ti, &len) < 0)
 		return -1;
-	*sent = ti.tcpi_txbytes;
-	*retrans = ti.tcpi_txretransmitbytes;
+	t->sent = ti.tcpi_txbytes;
+	t->retrans = ti.tcpi_txretransmitbytes;
+	t->in_flight = 0;
+	t->ack_age_ms = -1;
 	return 0;
 #else
 	(void)fd;
-	*sent = *retrans = 0;
+	memset(t, 0, sizeof(*t));
+	t->ack_age_ms = -1;
 	errno = ENOTSUP;
 	return -1;
 #endif

@@ -50,17 +50,24 @@ ssize_t mr_send_nosig(int fd, const void *buf, size_t len, int flags);
  *   mr_tcp_set_cc/get_cc  congestion control by name (TCP_CONGESTION)
  *   mr_tcp_quickack       acknowledge at once (TCP_QUICKACK; no macOS knob)
  *   mr_tcp_user_timeout   fail a socket whose data stays unacknowledged ms
- *   mr_tcp_tx             bytes this end sent so far on the wire, retransmissions
- *                         included, and of them retransmitted (Linux 4.19+ TCP_INFO
- *                         tcpi_bytes_sent/_retrans; macOS TCP_CONNECTION_INFO
- *                         tcpi_txbytes/tcpi_txretransmitbytes): not bytes written,
- *                         which run a send buffer ahead
+ *   mr_tcp_tx             what this end's TCP sent (struct mr_tcp_tx): bytes on the
+ *                         wire so far, retransmissions included, and of them
+ *                         retransmitted (Linux 4.19+ TCP_INFO tcpi_bytes_sent/_retrans;
+ *                         macOS TCP_CONNECTION_INFO tcpi_txbytes/_txretransmitbytes):
+ *                         not bytes written, which run a send buffer ahead; on Linux
+ *                         also the segments in flight and the time since the last
+ *                         acknowledgement (elsewhere 0 and -1: unknown)
  */
 int mr_tcp_set_cc(int fd, const char *name);
 int mr_tcp_get_cc(int fd, char *buf, size_t n);
 int mr_tcp_quickack(int fd);
 int mr_tcp_user_timeout(int fd, unsigned ms);
-int mr_tcp_tx(int fd, uint64_t *sent, uint64_t *retrans);
+struct mr_tcp_tx {
+	uint64_t sent, retrans;    /* bytes on the wire, of them retransmitted */
+	uint32_t in_flight;        /* segments sent, not acknowledged; 0: none or unknown */
+	int64_t ack_age_ms;        /* since the last acknowledgement; -1: unknown */
+};
+int mr_tcp_tx(int fd, struct mr_tcp_tx *t);
 
 /*
  * The effective uid of the process at the other end of a connected unix

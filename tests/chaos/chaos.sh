@@ -23,6 +23,15 @@
 #   - a job that exits 0 printed "0 failed" for every rank, and no job printed a
 #     wrong result (meshrun-allreduce-test checks every value): WRONG otherwise.
 #
+# The foreign connections (garbage, halfopen, badtoken, slowloris) go to every
+# port the target rank listens on, whatever its backend, while it listens (its
+# connection setup: the other ranks start FOREIGN_HOLD_MS later), from the
+# host at each cable's other end (foreign.py); "when" is the delay after the
+# rank began to listen, "hit" that a rank accepted one (target: the accepted
+# ports / the listening ones). A 124 after a bad cable (unplug, flap, loss) on
+# a libmeshrun job must carry a rank's line naming it (CHAOS_STRICT_124=0 for
+# the --timeout line alone).
+#
 # Every choice (cluster, fault, target, moment, parameters) comes from one
 # 64-bit LCG seeded by --seed; job J's own seed is printed in its row, and
 # --job-seed S replays that one job (same cluster, fault, moment).
@@ -41,6 +50,8 @@
 #   chaos.sh BIN_DIR [--seed N] [--jobs N] [--clusters mesh4,ring8]
 #            [--backends ring,mpi,ompi] [--faults LIST] [--job-seed S] [--table FILE]
 #            [--max-size SIZE] [--job-timeout S] [--peer-timeout S]
+# CHAOS_KEEP=DIR keeps each job's stderr there; CHAOS_VERBOSE=1 runs the
+# ranks with MLX_RING_VERBOSE=1 (libmeshrun's log: what TCP retransmitted...).
 # Exit 0 when no job hung, left something, gave a wrong result or an unnamed or
 # undocumented failure; 1 otherwise; 77 when it cannot run here (root, netns, sshd).
 # Run by hand under `flock /tmp/meshrun-ns.lock` (clusters, namespaces).
@@ -389,7 +400,7 @@ run_job() {
 	t0=$(now_ms)
 	# SIGINT at its default: bash starts background commands with it ignored
 	env --default-signal=INT "$MESHRUN" --hostfile "${C_HF[$K]}" --ssh-config "$CFG" --timeout "$JOB_S" "${bargs[@]}" \
-		--env MESHRUN_TIMEOUT="$PEER_S" -- "${cmd[@]}" </dev/null >"$TMP/out" 2>"$TMP/err" &
+		--env MESHRUN_TIMEOUT="$PEER_S" ${CHAOS_VERBOSE:+--env MLX_RING_VERBOSE=1} -- "${cmd[@]}" </dev/null >"$TMP/out" 2>"$TMP/err" &
 	MPID=$!
 	case $F in
 	garbage|halfopen|badtoken|slowloris) foreign "$F" ;;
@@ -462,6 +473,8 @@ run_job() {
 	meshrun-*|none) target=- ;; spew) target="r$TR" ;; esac
 	[ -n "$ARG" ] && [ $F != partition ] && target="$target $ARG"
 	chaos_row "$j" "$js" "$K" "$B" "$target" "$WHEN" "$rc" "$el" "$exit_left" "$TMP/err"
+	# CHAOS_KEEP=DIR: every job's whole stderr, for a diagnosis
+	[ -z "${CHAOS_KEEP:-}" ] || cp "$TMP/err" "$CHAOS_KEEP/job$j-$js-$VERDICT.err"
 }
 
 # ---- the campaign (in a function: bash reads a script as it runs, and an edit

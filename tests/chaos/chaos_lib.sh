@@ -93,11 +93,11 @@ chaos_judge() {
 	elif [ "$F" != meshrun-kill9 ] && [ "$F" != meshrun-int ]; then
 		if [ "$rc" = 124 ]; then
 			grep -q -- "--timeout" "$err" || named=0
-			# a bad cable under a ring job: libmeshrun's warning (or error)
-			# names it, beyond meshrun's own stop lines (they list every rank);
-			# CHAOS_STRICT_124=1 only until every such 124 carries it (issue 16
-			# note: one mesh4 loss job of 20 still ended 124 without it)
-			case ${CHAOS_STRICT_124:-0}:${B:-}:$F in 1:ring:unplug|1:ring:flap|1:ring:loss)
+			# a bad cable under libmeshrun (ring and mpi jobs): its warning
+			# (or error) names it, beyond meshrun's own stop lines (they list
+			# every rank): a 124 without it is an unnamed failure
+			# (CHAOS_STRICT_124=0: only the --timeout line, as before)
+			case ${CHAOS_STRICT_124:-1}:${B:-}:$F in 1:ring:unplug|1:ring:flap|1:ring:loss|1:mpi:unplug|1:mpi:flap|1:mpi:loss)
 				grep -Ev "stopped by meshrun|still running|no exit status" "$err" |
 					grep -Eq "$names" || named=0 ;;
 			esac
