@@ -25,7 +25,7 @@
 #
 # The foreign connections (garbage, halfopen, badtoken, slowloris) go to every
 # port the target rank listens on, whatever its backend, while it listens (its
-# connection setup: the other ranks start FOREIGN_HOLD_MS later), from the
+# connection setup: the other ranks start once the connections are made), from the
 # host at each cable's other end (foreign.py); "when" is the delay after the
 # rank began to listen, "hit" that a rank accepted one (target: the accepted
 # ports / the listening ones). A 124 after a bad cable (unplug, flap, loss) on
@@ -68,8 +68,9 @@ SEED="" JOBS=20 CLUSTER_LIST=mesh4,ring8 FAULT_LIST=all JOB_SEED="" TABLE="" MAX
 # removes (hal.h: a setup may still be making its directory), then ssh teardown;
 # 3.9 s was seen on the loaded 2-core machine
 JOB_S=20 PEER_S=3 GRACE_S=6 LEFT_S=5 KILL9_LEFT_S=3
-# foreign connections: the other ranks start this much later (under 1000)
-FOREIGN_HOLD_MS=300
+# foreign connections: the other ranks start once foreign.py has made its
+# connections and seen them accepted or not, at most this much later
+FOREIGN_HOLD_MS=1500
 CHAOS_DIR=$(cd "$(dirname "$0")" && pwd)
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -253,7 +254,7 @@ foreign() {
 	for h in ${C_HOSTS[$K]//,/ }; do [ "$h" = "$TH" ] || [ "$h" = "$TPEER" ] || peers="$peers,$h"; done
 	peers=$(echo "$peers" | sed "s/[^,]*/$N-&/g")
 	setsid python3 "$CHAOS_DIR/foreign.py" "$mode" "$N-$TH" "$peers" "$ARTEST,$MLXTEST" "$WHEN" \
-		"$TL" "${C_N[$K]}" "$GARBAGE" >"$TMP/foreign" 2>&1 &
+		"$TL" "${C_N[$K]}" "$GARBAGE" "$TMP/foreign.go" >"$TMP/foreign" 2>&1 &
 	FOREIGN_PID=$!
 }
 # msfault ARGS...: meshsim fault; HIT=unsupported when this kernel cannot (exit 3)
@@ -386,11 +387,15 @@ run_job() {
 	case $F in garbage|halfopen|badtoken|slowloris)
 		# the moment: within the target's connection setup, the only time a
 		# rank listens (coll/conn.c closes its listeners once its lanes are
-		# up); every other rank starts FOREIGN_HOLD_MS later, so that setup
-		# lasts at least that long whatever the machine's load
-		rand $((FOREIGN_HOLD_MS * 3 / 4)); WHEN=$R
-		cmd=(/bin/sh -c 'if [ "${MLX_RANK:-$OMPI_COMM_WORLD_RANK}" != "$0" ]; then sleep "$1"; fi; shift; exec "$@"' \
-			"$TR" "$(printf '0.%03d' "$FOREIGN_HOLD_MS")" "${cmd[@]}")
+		# up): WHEN ms after it began to listen; every other rank starts
+		# once foreign.py is done ($TMP/foreign.go, at most FOREIGN_HOLD_MS
+		# later), so that setup lasts whatever the machine's load and the
+		# order in which ssh starts the ranks
+		rand 250; WHEN=$R
+		rm -f "$TMP/foreign.go"
+		# shellcheck disable=SC2016 # the rank's shell expands them
+		cmd=(/bin/sh -c 'if [ "${MLX_RANK:-$OMPI_COMM_WORLD_RANK}" != "$0" ]; then i=0; while [ $i -lt "$2" ] && [ ! -e "$1" ]; do sleep 0.05; i=$((i + 1)); done; fi; shift 2; exec "$@"' \
+			"$TR" "$TMP/foreign.go" $((FOREIGN_HOLD_MS / 50)) "${cmd[@]}")
 		;;
 	esac
 	[ $F = none ] && WHEN=-
@@ -424,7 +429,7 @@ run_job() {
 	rc=$?
 	case $F in garbage|halfopen|badtoken|slowloris)
 		# our own connection goes before the leftover check (it lives in a
-		# host); the helper decides within 2 s of its connections
+		# host); the helper decides within 1 s of its connections
 		for _ in $(seq 60); do [ -s "$TMP/foreign" ] && break; sleep 0.05; done
 		FOREIGN=$(head -1 "$TMP/foreign" 2>/dev/null)
 		case $FOREIGN in "hit "*) HIT=hit ;; "missed no rank"*) HIT=late ;; *) HIT=missed ;; esac

@@ -7,14 +7,15 @@ only towards higher ranks), and only while it listens: libmeshrun closes its
 listeners once its lanes are up (coll/conn.c), so a connection made later is
 refused and proves nothing.
 
-  foreign.py MODE TARGET_NS PEER_NS,... PROG,... DELAY_MS HELLO_RANK SIZE GARBAGE_HEX
+  foreign.py MODE TARGET_NS PEER_NS,... PROG,... DELAY_MS HELLO_RANK SIZE GARBAGE_HEX GO_FILE
 
 Waits (up to 20 s) for a process of one of PROGs in the network namespace
 TARGET_NS (the rank) and for its listening TCP sockets (read from
 /proc/PID/net/tcp and /proc/PID/fd: the rank's own sockets, no ss, no netns
 exec), then DELAY_MS more, then connects to each from the PEER_NS (first
 preferred) whose addresses share the listener's subnet (a cable's other end),
-and does MODE on each. A connection counts as hit when the rank accepted it:
+and does MODE on each, then creates GO_FILE (the campaign holds the other ranks'
+start until it exists, so that the target still listens). A connection counts as hit when the rank accepted it:
 its socket appeared among the rank's descriptors, or the rank closed it (a FIN;
 or a reset while the listener was still open: a connection still in the
 listen backlog is reset only when the listener closes). Prints one line, then
@@ -125,7 +126,21 @@ def connect_from(ns, addr, port):
 
 
 def main():
-    mode, tns, peers, progs, delay_ms, hrank, size, garbage = sys.argv[1:9]
+    mode, tns, peers, progs, delay_ms, hrank, size, garbage, go = sys.argv[1:10]
+    try:
+        return run(mode, tns, peers, progs, delay_ms, hrank, size, garbage, go)
+    finally:
+        release(go)
+
+
+def release(go):
+    try:
+        open(go, "w").close()
+    except OSError:
+        pass
+
+
+def run(mode, tns, peers, progs, delay_ms, hrank, size, garbage, go):
     peers = peers.split(",")
     progs = set(progs.split(","))
     token = b"chaos-wrong-token-0123456789abcd"
@@ -133,17 +148,20 @@ def main():
     nets = {ns: ns_nets(ns) for ns in peers}
     end = time.monotonic() + 20
     pid = lst = None
+    seen = False
     while time.monotonic() < end:
         pid = pid or find_rank(tns, progs)
         if pid:
+            seen = True
             lst = listeners(pid)
             if lst is None:
-                pid = None  # gone (or exec'd away): look again
-            elif lst:
+                break  # the rank is gone: the job ended before it listened
+            if lst:
                 break
         time.sleep(0.003)
     if not pid or not lst:
-        say("missed " + ("no listening port" if pid else "no rank process"))
+        release(go)
+        say("missed " + ("no listening port" if seen else "no rank process"))
         return hold([])
     time.sleep(int(delay_ms) / 1000)
     conns, why = [], []
@@ -168,6 +186,7 @@ def main():
         except OSError:
             pass
     decide(pid, conns, lst)
+    release(go)
     ports = ",".join(str(p) for _, p in lst)
     got = [c for c in conns if c["hit"]]
     if got:
@@ -178,8 +197,9 @@ def main():
 
 
 def decide(pid, conns, lst):
-    """Up to 2 s: which connections the rank accepted."""
-    end = time.monotonic() + 2
+    """Up to 1 s: which connections the rank accepted (within ms while it
+    listens: the other ranks are held until then)."""
+    end = time.monotonic() + 1
     while time.monotonic() < end and not all(c["done"] for c in conns):
         reset = []
         for c in conns:
