@@ -31,7 +31,7 @@
 
 /* Size of r->tmp: a packet buffer per channel (reduce-scatter receives), also
  * the scratch buffer of the small all-reduce. */
-static size_t tmp_bytes(const struct mr_ring *r)
+size_t mr_ring_tmp_bytes(const struct mr_ring *r)
 {
 	return (size_t)MR_MIN(2 * r->nconn, MR_RING_MAX_CHAN) * MR_RING_PKT_MAX;
 }
@@ -174,7 +174,7 @@ static int ring_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 		return 0;
 	r->left = malloc((size_t)r->nconn * sizeof(*r->left));
 	r->right = malloc((size_t)r->nconn * sizeof(*r->right));
-	r->tmp = malloc(tmp_bytes(r));
+	r->tmp = malloc(mr_ring_tmp_bytes(r));
 	if (!r->left || !r->right || !r->tmp) {
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "ring: out of memory");
 		goto fail;
@@ -509,11 +509,10 @@ static int gather_both_ways(struct mr_ring *r, unsigned char *buf, size_t bytes,
  * Every rank combines the same inputs in the same order, so results stay
  * bit-identical across ranks.
  */
-static int all_reduce_small(struct meshrun_group *g, unsigned char *buf, size_t count,
+static int all_reduce_small(struct mr_ring *r, unsigned char *buf, size_t count,
 			    size_t esz, enum meshrun_dtype dt, enum mr_op op,
 			    struct meshrun_err *err)
 {
-	struct mr_ring *r = ring_of(g);
 	size_t bytes = count * esz;
 	unsigned char *all = r->tmp;
 	int rc;
@@ -614,23 +613,28 @@ static int all_reduce_four(struct mr_ring *r, unsigned char *buf, size_t count, 
 	return rc;
 }
 
-static int ring_all_reduce(struct meshrun_group *g, void *buf, size_t count,
-			   enum meshrun_dtype dt, enum mr_op op, struct meshrun_err *err)
+int mr_ring_all_reduce(struct mr_ring *r, void *buf, size_t count, enum meshrun_dtype dt,
+		       enum mr_op op, struct meshrun_err *err)
 {
-	struct mr_ring *r = ring_of(g);
 	struct mr_ring_layout l;
 	size_t esz = mr_dtype_size((int)dt);
 
 	if (r->size == 1)
 		return 0;
 	if (count > 0 && count * esz <= mr_ring_small_limit(r->size) &&
-	    (size_t)r->size * count * esz <= tmp_bytes(r)) {
+	    (size_t)r->size * count * esz <= mr_ring_tmp_bytes(r)) {
 		if (r->size == 4)
 			return all_reduce_four(r, buf, count, esz, dt, op, err);
-		return all_reduce_small(g, buf, count, esz, dt, op, err);
+		return all_reduce_small(r, buf, count, esz, dt, op, err);
 	}
 	mr_ring_layout_init(&l, r->size, count, 0, esz, 2 * r->nconn);
 	return ring_run(r, buf, &l, esz, dt, op, true, 0, 2 * (r->size - 1), err);
+}
+
+static int ring_all_reduce(struct meshrun_group *g, void *buf, size_t count,
+			   enum meshrun_dtype dt, enum mr_op op, struct meshrun_err *err)
+{
+	return mr_ring_all_reduce(ring_of(g), buf, count, dt, op, err);
 }
 
 static int ring_reduce_scatter(struct meshrun_group *g, void *buf, size_t count,

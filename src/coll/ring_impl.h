@@ -25,6 +25,7 @@
 #define MR_COLL_RING_IMPL_H
 
 #include "common/compat.h"
+#include "coll/dtype.h"
 #include "coll/env.h"
 #include "coll/wire.h"
 #include "meshrun/err.h"
@@ -130,6 +131,16 @@ struct mr_ring {
 int mr_ring_ctl_init(struct mr_ring *r, const char *who, struct meshrun_err *err);
 int mr_ring_ctl_pipes(struct mr_ring *r, struct meshrun_err *err);
 void mr_ring_ctl_release(struct mr_ring *r);
+
+/*
+ * ring.c: the ring all-reduce over r's data connections (left/right, nconn
+ * each, size >= 3 or a ring's own pair), scratch r->tmp of
+ * mr_ring_tmp_bytes(r); also run by the mesh over its connections to its two
+ * ring neighbours when that schedule is the faster (tcpmesh.c).
+ */
+int mr_ring_all_reduce(struct mr_ring *r, void *buf, size_t count, enum meshrun_dtype dt,
+		       enum mr_op op, struct meshrun_err *err);
+size_t mr_ring_tmp_bytes(const struct mr_ring *r);
 
 /* ring_io.c: "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
 const char *mr_ring_peer_addr(const struct mr_ring *r, int rank);

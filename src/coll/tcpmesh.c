@@ -41,6 +41,27 @@
 
 #define MR_MESH_TILE (16u << 10) /* reduce tile: a multiple of every dtype size */
 
+/*
+ * Schedule choice (MESHRUN_MESH_SCHEDULE, docs/contracts.md). Where the
+ * processors bind rather than the cables (ranks outnumbering cores, unlimited
+ * links), the mesh schedule moves the same bytes as the ring over half again
+ * as many flows at once, and costs more processor time per all-reduce (16 MiB
+ * on 4 ranks sharing 2 cores: about 12% more in the kernel's copies alone,
+ * raw TCP without reductions); every rank also waits on every other, so one
+ * descheduled rank stalls all. The ring schedule runs over the mesh's own
+ * connections to the two ring neighbours (ring.c, mr_ring_all_reduce). With
+ * `auto` the first all-reduce of each size class runs the mesh schedule, the
+ * second the ring's, each timed; the ranks take the larger time of each (a
+ * two-double all-reduce, so all choose alike) and keep the faster schedule for
+ * that class. Links binding, the mesh wins by far (1.5x and more): one ring
+ * call per class is the price.
+ */
+enum { CLS_NEW, CLS_MESH_TRIED, CLS_MESH, CLS_RING };
+struct sched_class {
+	unsigned char state;
+	int64_t t_mesh_us;
+};
+
 struct mr_mesh {
 	struct mr_ring ctl;        /* control plane: env, lanes, progress thread, failure */
 	struct mr_mesh_hosts hosts;
@@ -51,6 +72,8 @@ struct mr_mesh {
 	unsigned char *small;      /* direct all-reduce: size * MR_MESH_DIRECT */
 	struct pollfd *pfd;        /* totcab + 1 */
 	struct mr_mesh_xfer *plan; /* size */
+	enum sched { SCHED_AUTO, SCHED_MESH, SCHED_RING } sched; /* MESHRUN_MESH_SCHEDULE */
+	struct sched_class cls[64]; /* auto: per all-reduce size class (log2 of the bytes) */
 };
 
 static struct mr_mesh *mesh_of(struct meshrun_group *g)
@@ -70,6 +93,7 @@ static void mesh_release(struct meshrun_group *g)
 		free(m->fd[p]);
 	}
 	mr_ring_ctl_release(&m->ctl);
+	free(m->ctl.tmp);
 	mr_mesh_hosts_free(&m->hosts);
 	free(m->fd);
 	free(m->ncab);
@@ -193,6 +217,34 @@ static int mesh_alloc(struct mr_mesh *m, struct meshrun_err *err)
 	m->pfd = calloc((size_t)m->totcab + 1, sizeof(*m->pfd));
 	if (!m->slots || !m->small || !m->pfd)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory for %d cables", m->totcab);
+	if (r->size >= 3 && m->sched != SCHED_MESH) {
+		/* the ring schedule's view of our connections: its neighbours' cables
+		 * (two ranks have one connection per cable, which the ring's pair
+		 * layout cannot share: they keep the mesh schedule, the same bytes) */
+		int left = (r->rank + r->size - 1) % r->size, right = (r->rank + 1) % r->size;
+		r->left = m->fd[left];
+		r->right = m->fd[right];
+		r->nconn = MR_MIN(m->ncab[left], m->ncab[right]);
+		r->tmp = malloc(mr_ring_tmp_bytes(r));
+		if (!r->tmp)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
+	}
+	return 0;
+}
+
+/* MESHRUN_MESH_SCHEDULE: auto (default), mesh or ring (see struct sched_class). */
+static int mesh_env_sched(struct mr_mesh *m, struct meshrun_err *err)
+{
+	const char *v = getenv(MR_ENV(MESHRUN_MESH_SCHEDULE));
+
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		m->sched = SCHED_AUTO;
+	else if (strcmp(v, "mesh") == 0)
+		m->sched = SCHED_MESH;
+	else if (strcmp(v, "ring") == 0)
+		m->sched = SCHED_RING;
+	else
+		return mr_err_set(err, MESHRUN_E_PARSE, "mesh: MESHRUN_MESH_SCHEDULE='%s': expected auto, mesh or ring", v);
 	return 0;
 }
 
@@ -215,6 +267,9 @@ static int mesh_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	struct mr_ring *r = &m->ctl;
 	g->impl = m;
 	rc = mr_ring_ctl_init(r, "mesh", err);
+	if (rc < 0)
+		goto fail;
+	rc = mesh_env_sched(m, err);
 	if (rc < 0)
 		goto fail;
 	rc = mr_mesh_hosts_load(path, &m->hosts, err);
@@ -633,8 +688,8 @@ static int mesh_step(struct mr_mesh *m, unsigned char *buf, const size_t *boff, 
 
 /* ------------------------------------------------------------- collectives */
 
-static int mesh_all_reduce(struct meshrun_group *g, void *vbuf, size_t count, enum meshrun_dtype dt,
-			   enum mr_op op, struct meshrun_err *err)
+static int mesh_all_reduce_mesh(struct meshrun_group *g, void *vbuf, size_t count, enum meshrun_dtype dt,
+				enum mr_op op, struct meshrun_err *err)
 {
 	struct mr_mesh *m = mesh_of(g);
 	size_t esz = mr_dtype_size((int)dt), n = (size_t)g->size;
@@ -673,6 +728,55 @@ static int mesh_all_reduce(struct meshrun_group *g, void *vbuf, size_t count, en
 	rc = mesh_step(m, buf, off, len, STEP_ALL_REDUCE, dt, op, NULL, err);
 	free(off);
 	return rc;
+}
+
+static int log2_floor(size_t v)
+{
+	int l = 0;
+
+	while (v >>= 1)
+		l++;
+	return l;
+}
+
+/* auto: time both schedules on a class's first two calls, agree, keep the faster */
+static int mesh_all_reduce(struct meshrun_group *g, void *buf, size_t count, enum meshrun_dtype dt,
+			   enum mr_op op, struct meshrun_err *err)
+{
+	struct mr_mesh *m = mesh_of(g);
+	size_t bytes = count * mr_dtype_size((int)dt);
+
+	if (g->size < 3 || count == 0 || m->sched == SCHED_MESH || mr_mesh_direct(count, mr_dtype_size((int)dt), g->size))
+		return mesh_all_reduce_mesh(g, buf, count, dt, op, err);
+	if (m->sched == SCHED_RING)
+		return mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
+	struct sched_class *c = &m->cls[log2_floor(bytes)];
+	switch (c->state) {
+	case CLS_MESH:
+		return mesh_all_reduce_mesh(g, buf, count, dt, op, err);
+	case CLS_RING:
+		return mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
+	case CLS_NEW: {
+		int64_t t0 = mr_now_us();
+		int rc = mesh_all_reduce_mesh(g, buf, count, dt, op, err);
+		c->t_mesh_us = mr_now_us() - t0;
+		c->state = CLS_MESH_TRIED;
+		return rc;
+	}
+	default:
+		break;
+	}
+	int64_t t0 = mr_now_us();
+	int rc = mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
+	double t[2] = { (double)c->t_mesh_us, (double)(mr_now_us() - t0) };
+	if (rc == 0) /* every rank the same verdict: the slowest rank's times */
+		rc = mesh_all_reduce_mesh(g, t, 2, MESHRUN_FLOAT64, MR_OP_MAX, err);
+	if (rc < 0)
+		return rc;
+	c->state = t[1] < t[0] ? CLS_RING : CLS_MESH;
+	mr_ring_log(&m->ctl, "all-reduce of %zu bytes (class 2^%d): mesh schedule %.0f us, ring schedule %.0f us: the %s schedule from now on (MESHRUN_MESH_SCHEDULE=auto)",
+		    bytes, log2_floor(bytes), t[0], t[1], c->state == CLS_RING ? "ring" : "mesh");
+	return 0;
 }
 
 static int mesh_reduce_scatter(struct meshrun_group *g, void *buf, size_t count,

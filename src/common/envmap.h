@@ -121,6 +121,13 @@
 	  "`system` leaves the kernel's autotuning, which lets megabytes queue per connection " \
 	  "and made 16 MiB all-reduces a third to a half slower on the bench machine; a "       \
 	  "malformed value fails init naming the variable")                                   \
+	X(MESHRUN_MESH_SCHEDULE, "", "mesh", "",                                                \
+	  "the mesh backend's all-reduce schedule: `auto` (default) times the mesh schedule "   \
+	  "and the ring schedule (over the mesh's connections to the two ring neighbours) on "  \
+	  "the first two all-reduces of each size class (a power of two, from 32K, 3 ranks "    \
+	  "and more), agrees on the slowest rank's times and keeps the faster (logged with "    \
+	  "`MLX_RING_VERBOSE`); `mesh` or `ring` forces one; anything else fails init naming "  \
+	  "the variable")                                                                       \
 	X(MESHRUN_SSH_PERSIST, "", "", "",                                                      \
 	  "meshrun and meshconfig: --persist's default (a duration such as `10m`; `0` or "     \
 	  "`off`: none)")
