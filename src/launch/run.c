@@ -424,6 +424,8 @@ static void cleanup_local(struct job *j)
 {
 	const struct mr_launch_env *env = &j->plan->env;
 	const char *dir = j->hosts[0].dir;
+	char mark[PATH_MAX];
+	int rc;
 
 	if (!dir)
 		return;
@@ -433,7 +435,15 @@ static void cleanup_local(struct job *j)
 		snprintf(path, sizeof(path), "%s/%s", dir, env->files[i].name);
 		(void)unlink(path);
 	}
-	if (rmdir(dir) < 0)
+	/* The watchdog writes its mark (guard_dirs' "D" line) on its own time: it may
+	 * create it between our unlink and rmdir, once; then the second try removes it. */
+	snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
+	for (int tries = 0; tries < 2; tries++) {
+		(void)unlink(mark);
+		if ((rc = rmdir(dir)) == 0 || (errno != ENOTEMPTY && errno != EEXIST))
+			break;
+	}
+	if (rc < 0)
 		mr_warn("could not remove '%s': %s", dir, strerror(errno));
 }
 
