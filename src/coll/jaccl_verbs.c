@@ -621,7 +621,9 @@ static int exchange_loop(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ord
 	int spins = 0, rc = 0;
 	size_t k = 0; /* ordered: chunk index being delivered */
 	int oi = 0;   /* ordered: transfer whose chunk k is next */
-	int64_t gone_deadline = 0; /* set while a rank we need has left */
+	/* set while a rank we need has left: a receive from a rank that left during
+	 * an earlier call (its final send acknowledged, its exit seen) gets the same grace */
+	int64_t gone_deadline = pending_gone(J, x, n) ? mr_now_ms() + MR_JGONE_GRACE_MS : 0;
 
 	for (;;) {
 		bool progress = false, done = true;
@@ -718,7 +720,9 @@ int mr_jaccl_exchange(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ordere
 		x[i].soff = 0;
 		x[i].ddone_chunks = 0;
 		maxc = MR_MAX(maxc, x[i].dnchunks);
-		if (J->side.gone[x[i].c->peer] && (x[i].slen || x[i].dlen))
+		/* nothing more can go to a rank that has left; what it sent before it
+		 * left may still be ours to poll (exchange_loop's grace) */
+		if (J->side.gone[x[i].c->peer] && x[i].slen)
 			return mr_err_set(err, MESHRUN_E_PEER, "peer rank %d has left the group (its side channel closed)", x[i].c->peer);
 	}
 	pfd = calloc(2 * (size_t)n + (size_t)J->size, sizeof(*pfd));
