@@ -10,6 +10,7 @@
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -394,6 +395,8 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * A "D" directory gets MR_HAL_WATCHDOG_MARK ("HOST PID" of this shell): the
  * liveness mark that lets a later job's setup sweep it should we die with the
  * host's other processes (nobody left to read our EOF; docs/contracts.md).
+ * An "A" directory is the same without the mark (the local hal writes it
+ * itself: no `uname` exec). At the end only what still exists costs an rm.
  */
 const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; w=0; "
@@ -402,6 +405,7 @@ const char mr_hal_watchdog_script[] =
 	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
+	"A/*) set -- \"$@\" \"${l#A}\"; w=0;; "
 	"D/*) set -- \"$@\" \"${l#D}\"; w=0; [ -d \"${l#D}\" ] && "
 	"echo \"$(uname -n) $$\" 2>/dev/null >\"${l#D}/" MR_HAL_WATCHDOG_MARK "\";; "
 	"R?*) x=${l#R}; case $x in /*) ;; */*|.|..) x=;; *) x=\"${TMPDIR:-/tmp}/$x\";; esac; "
@@ -410,25 +414,63 @@ const char mr_hal_watchdog_script[] =
 	"esac; done; "
 	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
 	"[ \"$p\" = ' ' ] && [ $w = 0 ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
-	"[ $# = 0 ] || rm -rf -- \"$@\"; exit 0";
+	"for x do [ -e \"$x\" ] && { rm -rf -- \"$@\"; break; }; done; exit 0";
 
 /* $1 a signal name (TERM), $2 a process group; BSD and procps kill both take it. */
 const char mr_hal_kill_script[] = "kill -\"$1\" -\"$2\" 2>/dev/null; exit 0";
+
+/* NAME (len bytes) is one of the variables meshrun sets, an identifier to every sh. */
+static bool export_safe(const char *name, size_t len)
+{
+	static const char *const prefixes[] = { "MLX_", "MESHRUN_", "NCCL_", "JACCL_", "OMPI_" };
+	bool prefixed = false;
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		prefixed |= len > strlen(prefixes[i]) && !strncmp(name, prefixes[i], strlen(prefixes[i]));
+	if (!prefixed)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!(isalnum((unsigned char)name[i]) || name[i] == '_'))
+			return false;
+	return true;
+}
 
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd)
 {
 	struct mr_buf in = MR_BUF_INIT;
 	int rc = mr_buf_puts(&in, "echo " MR_HAL_PGID_MARKER "$$; ");
+	bool exported = false, other = false;
 
+	/* meshrun's own variables by one `export` (no exec of env(1) per rank); any
+	 * other name through env, which sets what a shell may refuse (bash's
+	 * readonly PPID or UID, a name that is no identifier) */
+	for (size_t i = 0; env && env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+
+		if (!eq || !export_safe(env[i], (size_t)(eq - env[i]))) {
+			other = true;
+			continue;
+		}
+		rc |= mr_buf_puts(&in, exported ? " " : "export ");
+		rc |= mr_buf_append(&in, env[i], (size_t)(eq + 1 - env[i]));
+		rc |= mr_shquote(&in, eq + 1);
+		exported = true;
+	}
+	if (exported)
+		rc |= mr_buf_puts(&in, "; ");
 	if (cwd) {
 		rc |= mr_buf_puts(&in, "cd ");
 		rc |= mr_shquote(&in, cwd);
 		rc |= mr_buf_puts(&in, " && ");
 	}
 	rc |= mr_buf_puts(&in, "exec ");
-	if (env && env[0]) {
+	if (other) {
 		rc |= mr_buf_puts(&in, "env ");
 		for (size_t i = 0; env[i]; i++) {
+			const char *eq = strchr(env[i], '=');
+
+			if (eq && export_safe(env[i], (size_t)(eq - env[i])))
+				continue;
 			rc |= mr_shquote(&in, env[i]);
 			rc |= mr_buf_putc(&in, ' ');
 		}

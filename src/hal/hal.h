@@ -321,7 +321,8 @@ bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
  *            sshd starts each command after setsid() and exec keeps the pid, so
  *            the marker line (stripped from stdout by the backend) carries the
  *            process group of the whole command tree;
- *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" and
+ *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" (or
+ *            "A/abs/dir": no mark written, the local hal writes it) and
  *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin,
  *            and "R/abs/dir" or "RNAME" (remove that one now, forget it); at EOF
  *            (we exited or died) it TERMs the registered groups, KILLs them a

@@ -41,6 +41,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -847,15 +848,35 @@ static void local_free(struct mr_hal *hal)
 	free(lh);
 }
 
+/* MR_HAL_WATCHDOG_MARK in dir: "HOST PID" of our watchdog (best effort: without it
+ * the directory is only not swept should the watchdog die with us). */
+static void write_mark(struct local_hal *lh, const char *dir)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	struct utsname u;
+	char path[PATH_MAX], line[sizeof(u.nodename) + 32];
+	int n;
+
+	if (uname(&u) < 0 || snprintf(path, sizeof(path), "%s/" MR_HAL_WATCHDOG_MARK, dir) >= (int)sizeof(path))
+		return;
+	n = snprintf(line, sizeof(line), "%s %ld\n", u.nodename, (long)lh->wd_pid);
+	if (n > 0 && (size_t)n < sizeof(line))
+		(void)mr_write_file(path, line, (size_t)n, 0644, &e);
+}
+
 static int local_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 				struct meshrun_err *err)
 {
 	struct local_hal *lh = to_local_hal(hal);
 
 	/* written before we return: the watchdog has it before anything we start next */
-	if (wd_start(lh) < 0 || wd_line(lh, dir[0] == '/' ? 'D' : 'T', dir) < 0)
+	if (wd_start(lh) < 0 || wd_line(lh, dir[0] == '/' ? 'A' : 'T', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_SYS, "remove '%s' at exit on '%s': the watchdog could not be started or has gone",
 				  dir, mr_hal_host_name(host));
+	/* the mark a "D" line would have the watchdog write, written here: no
+	 * `uname` exec per job, and there before we return */
+	if (dir[0] == '/')
+		write_mark(lh, dir);
 	return 0;
 }
 

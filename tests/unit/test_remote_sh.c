@@ -228,14 +228,17 @@ static void write_exec(const char *dir, const char *name, const char *body)
 static void test_spawn_cmdline(void **state)
 {
 	char *dir = make_tmpdir("/tmp/mr remote sh.XXXXXX"); /* a space in the cwd */
-	char *argv[] = { MR_SH_PATH, "-c", "printf '%s|' \"$0\" \"$1\" \"$K\"; pwd",
+	char *argv[] = { MR_SH_PATH, "-c", "printf '%s|' \"$0\" \"$1\" \"$K\" \"$MLX_T\"; pwd",
 			 "a  b*", "it's $HOME `x` \"q\"", NULL };
-	char *env[] = { "K=v  w * $X", NULL };
+	/* K through env(1), MLX_T (one of meshrun's) by export */
+	char *env[] = { "K=v  w * $X", "MLX_T=it's; $(x) `y`", NULL };
 	struct mr_buf cmd = MR_BUF_INIT;
 
 	(void)state;
 	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, env, dir), 0);
 	assert_true(!strncmp(mr_buf_cstr(&cmd), "exec /bin/sh -c '", 17));
+	assert_non_null(strstr(mr_buf_cstr(&cmd), "export MLX_T="));
+	assert_null(strstr(mr_buf_cstr(&cmd), "MLX_T=it"));
 	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
 		char pbuf[64], want[1024];
 		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
@@ -246,7 +249,7 @@ static void test_spawn_cmdline(void **state)
 			continue;
 		}
 		sh_run(sh, mr_buf_cstr(&cmd), NULL, NULL, &r);
-		snprintf(want, sizeof(want), MR_HAL_PGID_MARKER "%ld\na  b*|it's $HOME `x` \"q\"|v  w * $X|%s\n",
+		snprintf(want, sizeof(want), MR_HAL_PGID_MARKER "%ld\na  b*|it's $HOME `x` \"q\"|v  w * $X|it's; $(x) `y`|%s\n",
 			 (long)r.pid, dir);
 		if (r.status != 0 || strcmp(mr_buf_cstr(&r.out), want))
 			fail_msg("login shell %s: exit %d, stdout '%s' (expected '%s'), stderr '%s'", sh,
