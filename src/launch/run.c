@@ -425,7 +425,6 @@ static void cleanup_local(struct job *j)
 	const struct mr_launch_env *env = &j->plan->env;
 	const char *dir = j->hosts[0].dir;
 	char mark[PATH_MAX];
-	int rc;
 
 	if (!dir)
 		return;
@@ -435,15 +434,10 @@ static void cleanup_local(struct job *j)
 		snprintf(path, sizeof(path), "%s/%s", dir, env->files[i].name);
 		(void)unlink(path);
 	}
-	/* The watchdog writes its mark (guard_dirs' "D" line) on its own time: it may
-	 * create it between our unlink and rmdir, once; then the second try removes it. */
+	/* and the watchdog's mark (guard_dirs; hal/local.c writes it) */
 	snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
-	for (int tries = 0; tries < 2; tries++) {
-		(void)unlink(mark);
-		if ((rc = rmdir(dir)) == 0 || (errno != ENOTEMPTY && errno != EEXIST))
-			break;
-	}
-	if (rc < 0)
+	(void)unlink(mark);
+	if (rmdir(dir) < 0)
 		mr_warn("could not remove '%s': %s", dir, strerror(errno));
 }
 
