@@ -396,18 +396,19 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * liveness mark that lets a later job's setup sweep it should we die with the
  * host's other processes (nobody left to read our EOF; docs/contracts.md).
  * An "A" directory is the same without the mark (the local hal writes it
- * itself: no `uname` exec). At the end only what still exists costs an rm.
+ * itself: no `uname` exec). `uname -n` runs once per watchdog (a persist
+ * daemon's serves many jobs). At the end only what still exists costs an rm.
  */
 const char mr_hal_watchdog_script[] =
-	"trap '' HUP INT PIPE; p=' '; w=0; "
+	"trap '' HUP INT PIPE; p=' '; w=0; hn=; "
 	"for l do shift; case $l in T?*) case ${l#T} in */*|.|..) ;; "
 	"*) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; esac; done; "
 	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
 	"A/*) set -- \"$@\" \"${l#A}\"; w=0;; "
-	"D/*) set -- \"$@\" \"${l#D}\"; w=0; [ -d \"${l#D}\" ] && "
-	"echo \"$(uname -n) $$\" 2>/dev/null >\"${l#D}/" MR_HAL_WATCHDOG_MARK "\";; "
+	"D/*) set -- \"$@\" \"${l#D}\"; w=0; [ -d \"${l#D}\" ] && { [ -n \"$hn\" ] || hn=$(uname -n); "
+	"echo \"$hn $$\" 2>/dev/null >\"${l#D}/" MR_HAL_WATCHDOG_MARK "\"; };; "
 	"R?*) x=${l#R}; case $x in /*) ;; */*|.|..) x=;; *) x=\"${TMPDIR:-/tmp}/$x\";; esac; "
 	"[ -z \"$x\" ] || { for a do shift; [ \"$a\" = \"$x\" ] || set -- \"$@\" \"$a\"; done; rm -rf -- \"$x\"; };; "
 	"T?*) case ${l#T} in */*|.|..) ;; *) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; "
@@ -458,6 +459,21 @@ int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, 
 	}
 	if (exported)
 		rc |= mr_buf_puts(&in, "; ");
+	/* a /bin/sh -c SCRIPT (the launch's setup) runs in this /bin/sh, its
+	 * arguments ours: one exec of sh fewer per command */
+	if (!other && argv[0] && !strcmp(argv[0], MR_SH_PATH) && argv[1] && !strcmp(argv[1], "-c") && argv[2]) {
+		if (cwd) {
+			rc |= mr_buf_puts(&in, "cd ");
+			rc |= mr_shquote(&in, cwd);
+			rc |= mr_buf_puts(&in, " || exit\n");
+		}
+		rc |= mr_buf_puts(&in, "\n");
+		rc |= mr_buf_puts(&in, argv[2]);
+		if (rc == 0)
+			rc = mr_shquote_sh_c(b, mr_buf_cstr(&in), argv[3] ? &argv[3] : NULL);
+		mr_buf_release(&in);
+		return rc ? -1 : 0;
+	}
 	if (cwd) {
 		rc |= mr_buf_puts(&in, "cd ");
 		rc |= mr_shquote(&in, cwd);

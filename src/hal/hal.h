@@ -317,7 +317,11 @@ bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
  * login shell, `exec /bin/sh -c 'SCRIPT' ARGS...` (mr_shquote_sh_c()), appended
  * to b; 0, or -1 (ENOMEM; EINVAL for a bad kill).
  *
- *  spawn     echo MESHRUN-PGID=$$; [cd 'CWD' && ]exec [env 'K=V'...] 'ARGV0' ...
+ *  spawn     echo MESHRUN-PGID=$$; [export MLX_K='V'...; ][cd 'CWD' && ]exec
+ *            [env 'K=V'...] 'ARGV0' ... (meshrun's own variables by export, any
+ *            other name through env; a MR_SH_PATH -c SCRIPT ARG0... without
+ *            such others runs SCRIPT in this sh, ARG0... its arguments, after
+ *            `cd 'CWD' || exit`);
  *            sshd starts each command after setsid() and exec keeps the pid, so
  *            the marker line (stripped from stdout by the backend) carries the
  *            process group of the whole command tree;

@@ -257,6 +257,35 @@ static void test_spawn_cmdline(void **state)
 		sh_result_release(&r);
 	}
 	mr_buf_release(&cmd);
+
+	/* only meshrun's variables: the /bin/sh -c script runs in the marker's shell,
+	 * $0 and $1 its own, in the cwd; a cwd that is not there runs nothing */
+	char *env2[] = { "MLX_T=it's; $(x) `y`", NULL };
+	char *gone = "/nonexistent/meshrun-test";
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, env2, pass ? gone : dir), 0);
+		/* one sh: no second `/bin/sh -c` inside the first */
+		assert_null(strstr(mr_buf_cstr(&cmd) + 17, MR_SH_PATH " -c"));
+		for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+			char pbuf[64], want[1024];
+			const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+			struct sh_result r;
+
+			if (!sh)
+				continue;
+			sh_run(sh, mr_buf_cstr(&cmd), NULL, NULL, &r);
+			if (pass)
+				snprintf(want, sizeof(want), MR_HAL_PGID_MARKER "%ld\n", (long)r.pid);
+			else
+				snprintf(want, sizeof(want), MR_HAL_PGID_MARKER "%ld\na  b*|it's $HOME `x` \"q\"||it's; $(x) `y`|%s\n",
+					 (long)r.pid, dir);
+			if ((pass ? r.status == 0 : r.status != 0) || strcmp(mr_buf_cstr(&r.out), want))
+				fail_msg("inline sh, pass %d, login shell %s: exit %d, stdout '%s' (expected '%s'), stderr '%s'",
+					 pass, sh, r.status, mr_buf_cstr(&r.out), want, mr_buf_cstr(&r.err));
+			sh_result_release(&r);
+		}
+		mr_buf_release(&cmd);
+	}
 	rmdir(dir);
 	free(dir);
 }
