@@ -163,6 +163,12 @@ int main(int argc, char** argv) {
   std::string impl = label ? label
                      : mpi.version.find("libmeshrun-mpi") != std::string::npos ? "mlx-shim"
                                                                                  : "mlx-openmpi";
+  if (rank == 0) { // which MPI, and for the shim which libmeshrun backend (known after MPI_Init), ran
+    char v[256];
+    int len = 0;
+    mpi.get_version(v, &len);
+    std::fprintf(stderr, "bench-ar-mlxmpi: %s: %.*s\n", impl.c_str(), len > 0 && len < 256 ? len : 0, v);
+  }
   size_t maxb = 0;
   for (size_t b : sizes)
     maxb = b > maxb ? b : maxb;

@@ -418,7 +418,9 @@ run_peer_inner() { # peer n
 	info "n=$n pass $pass: $peer"
 	case $peer in
 	ours) MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
-	mlx-shim) MLX_MPI_LIBNAME=$shim MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf \
+	# MESHRUN_MESH_HOSTFILE= : the shim compared on libmeshrun's ring, as ours (its
+	# version line in the log names the backend it got)
+	mlx-shim) MLX_MPI_LIBNAME=$shim MESHRUN_MESH_HOSTFILE= MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf \
 		run_ranks mlx-shim "$n" "$bin/bench-ar-mlxmpi" --sizes "$sizes" --repeats "$repeats" --label mlx-shim ;;
 	tcp-raw) run_ranks tcp-raw "$n" "$bin/bench-tcp-raw" --sizes "$sizes" --repeats "$repeats" --cc "${ring_cc:-reno}" ${ring_sndbuf:+--sndbuf "$ring_sndbuf"} ;;
 	gloo)
