@@ -21,10 +21,10 @@ shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 WORK=${MESHRUN_RXE_WORKDIR:-${TMPDIR:-/tmp}/meshrun-chaos-jaccl-$(printf '%s' "$BIN" | cksum | cut -d' ' -f1)}
-TABLE="" JOBS=30 BUDGET="" args=()
+TABLE="" JOBS=30 BUDGET="" args=() own=${MESHRUN_RXE_WORKDIR:+no}
 while [ $# -gt 0 ]; do
 	case $1 in
-	--workdir) WORK=$2; shift 2 ;;
+	--workdir) WORK=$2; own=no; shift 2 ;;
 	--table) TABLE=$2; shift 2 ;;
 	--jobs) JOBS=$2; shift 2 ;;
 	--budget) BUDGET=$2; shift 2 ;;
@@ -57,5 +57,8 @@ if [ -n "$TABLE" ] && [ -s "$WORK/jaccl-table.txt" ]; then
 	cp "$WORK/jaccl-table.txt" "$TABLE"
 	cp "$WORK/jaccl-table.named" "${TABLE%.txt}.named" 2>/dev/null
 fi
-[ $rc = 0 ] || echo "guest files kept for a look: $WORK (serial.log)"
+# our own work directory (kernel copy, initramfs: ~40 MB) stays only when
+# something failed; a --workdir or MESHRUN_RXE_WORKDIR is the caller's
+if [ $rc != 0 ]; then echo "guest files kept for a look: $WORK (serial.log)"
+elif [ -z "$own" ]; then cd / && rm -rf "$WORK"; fi
 exit $rc
