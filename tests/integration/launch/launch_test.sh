@@ -110,6 +110,14 @@ killed)
 	BGPID=$!
 	wait_for_files 6
 	[ -n "$(ls -A "$D/tmp")" ] || fail "no job directory in TMPDIR while the ranks run"
+	# the liveness mark a later job's sweep reads: this host and the live watchdog
+	read -r mh mp <"$(ls -d "$D"/tmp/meshrun.*)/.meshrun-watchdog" ||
+		fail "no .meshrun-watchdog mark in the job directory: $(ls -A "$D"/tmp/meshrun.*)"
+	[ "$mh" = "$(uname -n)" ] || fail "the mark names host '$mh', not '$(uname -n)'"
+	case $(ps -ww -o args= -p "$mp" 2>/dev/null) in
+	*meshrun-watchdog*) ;;
+	*) fail "the mark's pid $mp is not the job's watchdog" ;;
+	esac
 	kill -KILL -"$BGPID" # meshrun's whole process group, as a terminal or CI would
 	wait "$BGPID"
 	rc=$?
