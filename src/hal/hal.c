@@ -10,7 +10,6 @@
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
 
-#include <ctype.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -420,27 +419,28 @@ const char mr_hal_watchdog_script[] =
 /* $1 a signal name (TERM), $2 a process group; BSD and procps kill both take it. */
 const char mr_hal_kill_script[] = "kill -\"$1\" -\"$2\" 2>/dev/null; exit 0";
 
-/* NAME (len bytes) is one of the variables meshrun sets, an identifier to every sh. */
-static bool export_safe(const char *name, size_t len)
+/* The NAME of a NAME=VALUE entry is one of the variables meshrun sets (and an identifier). */
+static bool export_safe(const char *entry, const char *eq)
 {
 	static const char *const prefixes[] = { "MLX_", "MESHRUN_", "NCCL_", "JACCL_", "OMPI_" };
-	bool prefixed = false;
+	size_t len = (size_t)(eq - entry);
+	char name[256];
 
-	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-		prefixed |= len > strlen(prefixes[i]) && !strncmp(name, prefixes[i], strlen(prefixes[i]));
-	if (!prefixed)
+	if (len >= sizeof(name))
 		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!(isalnum((unsigned char)name[i]) || name[i] == '_'))
-			return false;
-	return true;
+	memcpy(name, entry, len);
+	name[len] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++)
+		if (len > strlen(prefixes[i]) && !strncmp(name, prefixes[i], strlen(prefixes[i])))
+			return mr_is_env_name(name);
+	return false;
 }
 
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd)
 {
-	struct mr_buf in = MR_BUF_INIT;
+	struct mr_buf in = MR_BUF_INIT, others = MR_BUF_INIT;
 	int rc = mr_buf_puts(&in, "echo " MR_HAL_PGID_MARKER "$$; ");
-	bool exported = false, other = false;
+	bool exported = false, inline_sh;
 
 	/* meshrun's own variables by one `export` (no exec of env(1) per rank); any
 	 * other name through env, which sets what a shell may refuse (bash's
@@ -448,8 +448,9 @@ int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, 
 	for (size_t i = 0; env && env[i]; i++) {
 		const char *eq = strchr(env[i], '=');
 
-		if (!eq || !export_safe(env[i], (size_t)(eq - env[i]))) {
-			other = true;
+		if (!eq || !export_safe(env[i], eq)) {
+			rc |= mr_shquote(&others, env[i]);
+			rc |= mr_buf_putc(&others, ' ');
 			continue;
 		}
 		rc |= mr_buf_puts(&in, exported ? " " : "export ");
@@ -461,39 +462,27 @@ int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, 
 		rc |= mr_buf_puts(&in, "; ");
 	/* a /bin/sh -c SCRIPT (the launch's setup) runs in this /bin/sh, its
 	 * arguments ours: one exec of sh fewer per command */
-	if (!other && argv[0] && !strcmp(argv[0], MR_SH_PATH) && argv[1] && !strcmp(argv[1], "-c") && argv[2]) {
-		if (cwd) {
-			rc |= mr_buf_puts(&in, "cd ");
-			rc |= mr_shquote(&in, cwd);
-			rc |= mr_buf_puts(&in, " || exit\n");
-		}
-		rc |= mr_buf_puts(&in, "\n");
-		rc |= mr_buf_puts(&in, argv[2]);
-		if (rc == 0)
-			rc = mr_shquote_sh_c(b, mr_buf_cstr(&in), argv[3] ? &argv[3] : NULL);
-		mr_buf_release(&in);
-		return rc ? -1 : 0;
-	}
+	inline_sh = !others.len && argv[0] && !strcmp(argv[0], MR_SH_PATH) && argv[1] &&
+		    !strcmp(argv[1], "-c") && argv[2];
 	if (cwd) {
 		rc |= mr_buf_puts(&in, "cd ");
 		rc |= mr_shquote(&in, cwd);
-		rc |= mr_buf_puts(&in, " && ");
+		rc |= mr_buf_puts(&in, inline_sh ? " || exit\n" : " && ");
 	}
-	rc |= mr_buf_puts(&in, "exec ");
-	if (other) {
-		rc |= mr_buf_puts(&in, "env ");
-		for (size_t i = 0; env[i]; i++) {
-			const char *eq = strchr(env[i], '=');
-
-			if (eq && export_safe(env[i], (size_t)(eq - env[i])))
-				continue;
-			rc |= mr_shquote(&in, env[i]);
-			rc |= mr_buf_putc(&in, ' ');
+	if (inline_sh) {
+		rc |= mr_buf_puts(&in, "\n");
+		rc |= mr_buf_puts(&in, argv[2]);
+	} else {
+		rc |= mr_buf_puts(&in, "exec ");
+		if (others.len) {
+			rc |= mr_buf_puts(&in, "env ");
+			rc |= mr_buf_append(&in, others.p, others.len);
 		}
+		rc |= mr_shquote_argv(&in, argv);
 	}
-	rc |= mr_shquote_argv(&in, argv);
 	if (rc == 0)
-		rc = mr_shquote_sh_c(b, mr_buf_cstr(&in), NULL);
+		rc = mr_shquote_sh_c(b, mr_buf_cstr(&in), inline_sh && argv[3] ? &argv[3] : NULL);
+	mr_buf_release(&others);
 	mr_buf_release(&in);
 	return rc ? -1 : 0;
 }
