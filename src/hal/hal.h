@@ -228,7 +228,11 @@ int mr_hal_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct mes
  * they will be on return), in the order the commands finish; commands that
  * failed validation or never started are reported too, at the latest just
  * before the return. on_done may read the command and update the caller's own
- * state; it must not call back into this hal (run, spawn, poll, free).
+ * state; it must not call back into this hal (run, spawn, poll, free), with
+ * one exception: mr_hal_remove_at_exit() for the command's host, which there
+ * only queues the line for a watchdog that host already has (a directory a
+ * command has just made is known to it at once, not when the slowest host is
+ * done), and fails instead of connecting.
  */
 int mr_hal_run_cb(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 		  void (*on_done)(struct mr_hal_cmd *cmd, void *ctx), void *ctx,

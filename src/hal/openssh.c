@@ -1272,7 +1272,8 @@ static int os_remove_at_exit(struct mr_hal *hal, const char *host, const char *d
 		return rc;
 	if (h->st == H_FAILED && h->m.pid <= 0)
 		h->st = H_NEW;
-	if (h->st == H_NEW) { /* the line must reach a watchdog: start its master now */
+	/* from a run's on_done (hal.h): only queue a line, never pump from inside the pump */
+	if (h->st == H_NEW && !hal->run) { /* the line must reach a watchdog: start its master now */
 		h->wanted = true;
 		while (h->st == H_NEW || h->st == H_STARTING)
 			if (pump(oh, -1, false) < 0)

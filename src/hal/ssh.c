@@ -631,6 +631,14 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	int rc;
 
 	host = mr_hal_host_name(host);
+	/* from a run's on_done (hal.h): a line for the watchdog there, nothing new */
+	if (hal->run) {
+		c = mr_ssh_conn_find(to_ssh_hal(hal), host);
+		if (!c || !c->watchdog || c->watchdog->in_closed)
+			return mr_err_set(err, MESHRUN_E_CONNECT, "remove '%s' at exit on '%s': no watchdog there yet",
+					  dir, host);
+		goto queue;
+	}
 	rc = mr_ssh_conn_get(to_ssh_hal(hal), host, &c, err);
 	if (rc < 0)
 		return rc;
@@ -645,6 +653,7 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 		return 0;
 	}
 	ensure_watchdog(c, NULL);
+queue:
 	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "%c%s\n", dir[0] == '/' ? 'D' : 'T', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	return 0;

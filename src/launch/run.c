@@ -65,6 +65,8 @@ struct job_host {
 	char dir_name[24]; /* its name in the host's TMPDIR (hosts may share one /tmp) */
 	bool cwd_ok; /* our cwd exists there */
 	bool lost;   /* a rank there got no exit status (connection lost, or given up) */
+	bool guarded; /* dir is with the host's watchdog (guard_dirs) */
+	bool nomem;  /* its setup's output could not be kept */
 };
 
 struct job {
@@ -76,6 +78,8 @@ struct job {
 	size_t *host_of; /* rank -> index in hosts */
 	char cwd[PATH_MAX];
 	int64_t deadline_ms; /* --timeout from our start (0: none) */
+	struct mr_hal_cmd *setup_cmds; /* prepare_hosts' setup commands, one per host, while they run */
+	bool hal_running; /* inside mr_hal_run_cb: setup_done reports nothing itself */
 };
 
 /*
@@ -142,6 +146,46 @@ static int new_hal(struct job *j, struct meshrun_err *err)
 		return mr_hal_new_local(&j->hal, &ho, err);
 	/* local hosts by fork/exec, the others over ssh, one poll loop over both */
 	return mr_hal_new_auto(&j->hal, &ho, err);
+}
+
+/* The host's watchdog removes dir (made by the setup) if we die, and marks it. */
+static void guard_dir(struct job *j, struct job_host *h)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+
+	if (!h->dir || h->guarded)
+		return;
+	if (mr_hal_remove_at_exit(j->hal, h->name, h->dir, &e) == 0)
+		h->guarded = true;
+	else if (!j->hal_running)
+		mr_warn("%s (it stays behind if meshrun is killed)", e.msg);
+}
+
+/*
+ * A host's setup is over (mr_hal_run_cb): keep what it printed (the job
+ * directory, whether our cwd exists there) and hand the directory to the
+ * host's watchdog now, while slower hosts still set up: the "D" line that has
+ * it write its liveness mark. A host stopped before the last setup ended would
+ * otherwise keep a directory without a mark, which no later sweep removes.
+ */
+static void setup_done(struct mr_hal_cmd *c, void *ctx)
+{
+	struct job *j = ctx;
+	struct job_host *h = &j->hosts[(size_t)(c - j->setup_cmds)];
+	const char *out, *nl;
+
+	if (!mr_hal_cmd_ok(c))
+		return;
+	out = mr_buf_cstr(&c->out);
+	nl = strchr(out, '\n');
+	h->cwd_ok = nl && nl[1] == '1';
+	if (!nl || !strncmp(out, "-\n", 2))
+		return;
+	if (!(h->dir = strndup(out, (size_t)(nl - out)))) {
+		h->nomem = true;
+		return;
+	}
+	guard_dir(j, h); /* a failure is said once, by guard_dirs after the run */
 }
 
 /* Reachability, then the setup command on every host; one error lists them all. */
@@ -218,25 +262,23 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		if (j->deadline_ms > 0)
 			cmds[k].timeout_ms = (int)MR_MAX(mr_ms_left(j->deadline_ms), (int64_t)1);
 	}
-	if ((rc = mr_hal_run(j->hal, cmds, j->nhosts, err)) < 0)
+	j->setup_cmds = cmds;
+	j->hal_running = true;
+	rc = mr_hal_run_cb(j->hal, cmds, j->nhosts, setup_done, j, err);
+	j->hal_running = false;
+	j->setup_cmds = NULL;
+	if (rc < 0)
 		goto out;
 	for (size_t k = 0; k < j->nhosts; k++) {
 		struct mr_hal_cmd *c = &cmds[k];
 		char why[512];
 
+		if (j->hosts[k].nomem) {
+			rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+			goto out;
+		}
 		if (mr_hal_cmd_ok(c)) {
-			const char *out = mr_buf_cstr(&c->out);
-			const char *nl = strchr(out, '\n');
-
-			if (nl && strncmp(out, "-\n", 2)) {
-				j->hosts[k].dir = strndup(out, (size_t)(nl - out));
-				if (!j->hosts[k].dir) {
-					rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
-					goto out;
-				}
-			}
-			j->hosts[k].cwd_ok = nl && nl[1] == '1';
-			if (nl && (env->nfiles == 0 || j->hosts[k].dir))
+			if (strchr(mr_buf_cstr(&c->out), '\n') && (env->nfiles == 0 || j->hosts[k].dir))
 				continue;
 			snprintf(why, sizeof(why), "setup printed no job directory");
 		} else if (c->hal_rc == 0 && c->status == 3 && c->errout.len) {
@@ -528,12 +570,8 @@ static void log_plan(const struct job *j)
  */
 static void guard_dirs(struct job *j)
 {
-	for (size_t k = 0; k < j->nhosts && !(j->plan->all_local && k > 0); k++) {
-		struct meshrun_err e = MESHRUN_ERR_INIT;
-
-		if (j->hosts[k].dir && mr_hal_remove_at_exit(j->hal, j->hosts[k].name, j->hosts[k].dir, &e) < 0)
-			mr_warn("%s (it stays behind if meshrun is killed)", e.msg);
-	}
+	for (size_t k = 0; k < j->nhosts && !(j->plan->all_local && k > 0); k++)
+		guard_dir(j, &j->hosts[k]); /* those setup_done could not hand over */
 }
 
 int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)

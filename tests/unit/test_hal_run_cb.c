@@ -124,6 +124,58 @@ static void test_local(void **state)
 	rmdir(dir);
 }
 
+/* The one call a callback may make (hal.h): mr_hal_remove_at_exit() of the
+ * directory its command made. The local hal writes the watchdog's mark at once,
+ * so the other command of the batch, which waits for the mark, finishes; the
+ * watchdog removes the directory when the hal goes. */
+struct guard {
+	struct mr_hal *hal;
+	struct mr_hal_cmd *maker;
+	const char *dir;
+	int rc;
+};
+
+static void guard_done(struct mr_hal_cmd *cmd, void *ctx)
+{
+	struct guard *g = ctx;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	if (cmd == g->maker)
+		g->rc = mr_hal_remove_at_exit(g->hal, cmd->host, g->dir, &err);
+}
+
+static void test_remove_at_exit_in_callback(void **state)
+{
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_hal_cmd c[2] = { 0 };
+	char top[] = "/tmp/mr-runcb-XXXXXX", dir[64], mark[96];
+	struct guard g = { .maker = &c[0], .dir = dir, .rc = -1 };
+	struct stat st;
+
+	(void)state;
+	assert_non_null(mkdtemp(top));
+	snprintf(dir, sizeof(dir), "%s/job", top);
+	snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
+	assert_int_equal(mr_hal_new_local(&g.hal, NULL, &err), 0);
+	c[0].host = "localhost";
+	c[0].argv = ARGV("mkdir", dir);
+	c[1].host = "localhost";
+	c[1].argv = ARGV("sh", "-c", "i=0; while [ ! -s \"$0\" ]; do i=$((i+1)); [ $i -lt 1000 ] || exit 1; sleep 0.01; done; cat \"$0\"",
+			 mark);
+	c[1].timeout_ms = 20000;
+	assert_int_equal(mr_hal_run_cb(g.hal, c, 2, guard_done, &g, &err), 0);
+	assert_int_equal(g.rc, 0);
+	assert_int_equal(c[0].status, 0);
+	assert_int_equal(c[1].status, 0); /* the mark came while the batch ran */
+	assert_non_null(strchr(mr_buf_cstr(&c[1].out), ' ')); /* "HOST PID" */
+	release_all(c, 2);
+	mr_hal_free(g.hal);
+	for (int i = 0; i < 500 && stat(dir, &st) == 0; i++)
+		usleep(10000); /* the watchdog removes it after its EOF */
+	assert_int_not_equal(stat(dir, &st), 0);
+	rmdir(top);
+}
+
 /* A callback may not start another run on the same hal. */
 struct reenter {
 	struct mr_hal *hal;
@@ -260,6 +312,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_local),
+		cmocka_unit_test(test_remove_at_exit_in_callback),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_mux),
 	};
