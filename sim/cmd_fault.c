@@ -361,8 +361,10 @@ static int fault_host(struct fault_ctx *f, const char *host, bool start, struct 
 	ns = mr_sim_ns_name(f->name, host);
 	key = xasprintf("stop %s", host);
 	if (!start) {
-		/* like pulling the power: every process of the host, then its network */
-		mr_sim_kill_netns(ns, 1000);
+		/* like pulling the power: every process of the host at once (no
+		 * SIGTERM: a setup forked meanwhile must not outlive the watchdog),
+		 * then its network */
+		mr_sim_kill_netns(ns, 0);
 		rc = mr_sim_run(NULL, err, "management link down", "ip", "-n", ns, "link", "set",
 				"dev", "en0", "down", NULL);
 		if (rc == 0)

@@ -110,31 +110,27 @@ bool mr_sim_pid_in_netns(pid_t pid, const char *ns)
 
 size_t mr_sim_kill_netns(const char *ns, int wait_ms)
 {
+	int64_t kill_at = mr_now_ms() + MR_MAX(wait_ms, 0), give_up = kill_at + 2000;
 	pid_t *pids = NULL;
-	size_t n = 0, killed;
-	int64_t deadline = mr_now_ms() + wait_ms;
+	size_t n = 0, killed = 0;
+	bool first = true;
 
-	if (mr_sim_netns_pids(ns, &pids, &n) < 0 || n == 0) {
-		free(pids);
-		return 0;
-	}
-	killed = n;
-	for (size_t i = 0; i < n; i++)
-		kill(pids[i], SIGTERM);
-	for (;;) {
+	/* TERM once (wait_ms > 0), then KILL every round until none is left: a
+	 * child forked after a round is in the namespace and gets the next one */
+	while (mr_sim_netns_pids(ns, &pids, &n) == 0 && n > 0) {
+		int64_t now = mr_now_ms();
+
+		if (first)
+			killed = n;
+		if (now >= give_up)
+			break;
+		if (first || now >= kill_at)
+			for (size_t i = 0; i < n; i++)
+				kill(pids[i], now >= kill_at ? SIGKILL : SIGTERM);
+		first = false;
 		free(pids);
 		pids = NULL;
-		if (mr_sim_netns_pids(ns, &pids, &n) < 0 || n == 0)
-			break;
-		if (mr_ms_left(deadline) == 0) {
-			for (size_t i = 0; i < n; i++)
-				kill(pids[i], SIGKILL);
-			deadline = mr_now_ms() + 2000;
-			wait_ms = -1;
-		}
-		if (wait_ms < 0 && mr_ms_left(deadline) == 0)
-			break;
-		mr_sleep_ms(10);
+		mr_sleep_ms(now >= kill_at ? 1 : 10);
 	}
 	free(pids);
 	return killed;

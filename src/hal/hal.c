@@ -391,26 +391,34 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * A "T" name (an argument or a line) is a directory that a setup command may
  * still be creating in ${TMPDIR:-/tmp}: until a "D" line says the setup is over
  * ($w), the removal waits a second, so a mkdir racing our death comes first.
- * A "D" directory gets MR_HAL_WATCHDOG_MARK ("HOST PID" of this shell): the
- * liveness mark that lets a later job's setup sweep it should we die with the
- * host's other processes (nobody left to read our EOF; docs/contracts.md).
- * An "A" directory is the same without the mark (the local hal writes it
- * itself: no `uname` exec). `uname -n` runs once per watchdog (a persist
- * daemon's serves many jobs). At the end only what still exists costs an rm.
+ * An "M" name is the same, and made here at once (mkdir -m 700; the setup
+ * takes a directory that is there and ours) and marked: the remote backends'
+ * form, so that no directory of theirs is without a mark for longer than the
+ * setup's own mkdir races ours, not until meshrun has read the setup's output.
+ * A "D" directory gets MR_HAL_WATCHDOG_MARK ("HOST PID" of this shell, mk):
+ * the liveness mark that lets a later job's setup sweep it should we die with
+ * the host's other processes (nobody left to read our EOF; docs/contracts.md);
+ * only into a directory of ours that is no link. An "A" directory is the same
+ * without the mark (the local hal writes it itself: no `uname` exec). `uname
+ * -n` runs once per watchdog (a persist daemon's serves many jobs). At the end
+ * only what still exists costs an rm.
  */
 const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; w=0; hn=; "
-	"for l do shift; case $l in T?*) case ${l#T} in */*|.|..) ;; "
-	"*) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; esac; done; "
+	"mk() { [ -d \"$x\" ] && [ -O \"$x\" ] && ! [ -L \"$x\" ] && { [ -n \"$hn\" ] || hn=$(uname -n); "
+	"echo \"$hn $$\" 2>/dev/null >\"$x/" MR_HAL_WATCHDOG_MARK "\"; }; }; "
+	"for l do shift; case $l in [TM]?*) case ${l#?} in */*|.|..) ;; "
+	"*) x=${TMPDIR:-/tmp}/${l#?}; set -- \"$@\" \"$x\"; w=1; "
+	"case $l in M*) mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac;; esac;; esac; done; "
 	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
 	"A/*) set -- \"$@\" \"${l#A}\"; w=0;; "
-	"D/*) set -- \"$@\" \"${l#D}\"; w=0; [ -d \"${l#D}\" ] && { [ -n \"$hn\" ] || hn=$(uname -n); "
-	"echo \"$hn $$\" 2>/dev/null >\"${l#D}/" MR_HAL_WATCHDOG_MARK "\"; };; "
+	"D/*) x=${l#D}; set -- \"$@\" \"$x\"; w=0; mk;; "
 	"R?*) x=${l#R}; case $x in /*) ;; */*|.|..) x=;; *) x=\"${TMPDIR:-/tmp}/$x\";; esac; "
 	"[ -z \"$x\" ] || { for a do shift; [ \"$a\" = \"$x\" ] || set -- \"$@\" \"$a\"; done; rm -rf -- \"$x\"; };; "
-	"T?*) case ${l#T} in */*|.|..) ;; *) set -- \"$@\" \"${TMPDIR:-/tmp}/${l#T}\"; w=1;; esac;; "
+	"[TM]?*) case ${l#?} in */*|.|..) ;; *) x=${TMPDIR:-/tmp}/${l#?}; set -- \"$@\" \"$x\"; w=1; "
+	"case $l in M*) mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac;; esac;; "
 	"esac; done; "
 	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
 	"[ \"$p\" = ' ' ] && [ $w = 0 ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
@@ -492,7 +500,7 @@ int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name)
 	char t[256];
 	char *const args[] = { "meshrun-watchdog", tmp_name ? t : NULL, NULL };
 
-	if (tmp_name && snprintf(t, sizeof(t), "T%s", tmp_name) >= (int)sizeof(t)) {
+	if (tmp_name && snprintf(t, sizeof(t), "M%s", tmp_name) >= (int)sizeof(t)) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}

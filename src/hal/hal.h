@@ -291,7 +291,10 @@ int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
  * free of newlines (MESHRUN_E_INVAL). Register a name *before* the command that
  * creates it (the ssh backend sends the first one with the watchdog's own
  * command, ahead of any later channel): then no instant exists when the
- * directory is there and no watchdog knows it. Until an absolute dir is
+ * directory is there and no watchdog knows it. A name is a directory: the
+ * ssh backends' watchdog makes it at once (mkdir -m 700) and writes its mark
+ * there (MR_HAL_WATCHDOG_MARK), so the command that creates it must take one
+ * that is already there, owned by the user and no link. Until an absolute dir is
  * registered after it (the creating command is over), a watchdog left alone
  * waits a second before it removes, for a creation still under way. The local and ssh backends
  * keep one watchdog per host (a shell reading a pipe or channel: EOF means we
@@ -332,6 +335,9 @@ bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
  *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" (or
  *            "A/abs/dir": no mark written, the local hal writes it) and
  *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin,
+ *            or "MNAME" (the same, and the watchdog makes the directory now,
+ *            mode 700, unless it is there, and writes its mark: the ssh
+ *            backends send names so),
  *            and "R/abs/dir" or "RNAME" (remove that one now, forget it); at EOF
  *            (we exited or died) it TERMs the registered groups, KILLs them a
  *            second later, then removes the directories. Into each "D"
@@ -346,7 +352,7 @@ bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);
-/* tmp_name: NULL, or the first name to remove (an argument "TNAME", see above) */
+/* tmp_name: NULL, or the first name to remove (an argument "MNAME", see above) */
 int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name);
 int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid);
 

@@ -1283,8 +1283,8 @@ static int os_remove_at_exit(struct mr_hal *hal, const char *host, const char *d
 	if (h->st != H_READY)
 		return mr_err_set(err, h->err.code ? h->err.code : MESHRUN_E_CONNECT,
 				  "remove '%s' at exit on '%s': %s", dir, host, h->err.msg[0] ? h->err.msg : "not connected");
-	/* a name (no '/') is one in the host's TMPDIR: "T" (hal.h) */
-	if (mr_buf_printf(&h->wdq, "%c%s\n", dir[0] == '/' ? 'D' : 'T', dir) < 0)
+	/* a name (no '/') is one in the host's TMPDIR, made and marked there: "M" (hal.h) */
+	if (mr_buf_printf(&h->wdq, "%c%s\n", dir[0] == '/' ? 'D' : 'M', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	return 0;
 }

@@ -654,7 +654,7 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	}
 	ensure_watchdog(c, NULL);
 queue:
-	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "%c%s\n", dir[0] == '/' ? 'D' : 'T', dir) < 0)
+	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "%c%s\n", dir[0] == '/' ? 'D' : 'M', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	return 0;
 }

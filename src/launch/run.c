@@ -40,16 +40,23 @@ const char mr_launch_setup_script[] =
 	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
 	"  [ -n \"$me\" ] || me=$(uname -n)\n"
 	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
+	/* a killed watchdog can be a zombie that init reaps between kill -0 and ps:
+	 * no answer from ps keeps the directory only while the pid still lives */
 	"  if kill -0 \"$op\" 2>/dev/null; then\n"
-	"    a=$(ps -ww -p \"$op\" -o args= 2>/dev/null) || continue\n"
-	"    case $a in *meshrun-watchdog*) continue;; esac; fi\n"
+	"    a=$(ps -ww -p \"$op\" -o args= 2>/dev/null) || a=\n"
+	"    case $a in *meshrun-watchdog*) continue;; esac\n"
+	"    [ -n \"$a\" ] || ! kill -0 \"$op\" 2>/dev/null || continue; fi\n"
 	"  rm -rf \"$o\"\n"
 	"done 2>/dev/null\n"
 	"d=-\n"
 	"if [ $# -gt 0 ]; then\n"
-	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; mkdir -m 700 \"$d\" || exit 4\n"
+	/* the host's watchdog may have made it first (an "M" name, hal.h): ours, no link;
+	 * the second mkdir only says why not */
+	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name\n"
+	"    mkdir -m 700 \"$d\" 2>/dev/null || { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } ||\n"
+	"      { mkdir -m 700 \"$d\"; exit 4; }\n"
 	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
-	/* a failed write (a full disk) takes the directory with it: no watchdog knows it yet */
+	/* a failed write (a full disk) takes the directory with it: meshrun hears of none */
 	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" ||\n"
 	"    { echo \"cannot write '$d/$1'\" >&2; rm -rf \"$d\"; exit 4; }; shift 2; done\n"
 	"fi\n"

@@ -548,6 +548,23 @@ static void test_launch_setup(void **state)
 		rm_rf(dir);
 		sh_result_release(&r);
 
+		/* the watchdog made the directory first (an "M" name): taken as it is;
+		 * a link in its place is not */
+		snprintf(path, sizeof(path), "%s/meshrun.setuptest", tmp);
+		assert_int_equal(mkdir(path, 0700), 0);
+		sh_run(sh, mr_buf_cstr(&ok), NULL, env, &r);
+		if (r.status != 0 || !strstr(mr_buf_cstr(&r.out), path))
+			fail_msg("setup into a directory the watchdog made, under %s: exit %d, stderr '%s'", sh,
+				 r.status, mr_buf_cstr(&r.err));
+		sh_result_release(&r);
+		rm_rf(path);
+		assert_int_equal(symlink("/tmp", path), 0);
+		sh_run(sh, mr_buf_cstr(&ok), NULL, env, &r);
+		if (r.status != 4)
+			fail_msg("setup into a link under %s: exit %d, stdout '%s'", sh, r.status, mr_buf_cstr(&r.out));
+		sh_result_release(&r);
+		unlink(path);
+
 		/* a file that cannot be written (as on a full disk): exit 4, naming it, no
 		 * directory left (found by the chaos campaign's full-disk fault) */
 		sh_run(sh, mr_buf_cstr(&nowrite), NULL, env, &r);
@@ -568,6 +585,95 @@ static void test_launch_setup(void **state)
 	mr_buf_release(&nowrite);
 	rm_rf(tmp);
 	free(tmp);
+}
+
+/* "HOST PID" in dir's mark names this host and pid */
+static bool marked_by(const char *dir, pid_t pid)
+{
+	char path[700], want[400], got[400] = "";
+	struct utsname u;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/" MR_HAL_WATCHDOG_MARK, dir);
+	if (uname(&u) < 0 || !(f = fopen(path, "r")))
+		return false;
+	if (!fgets(got, sizeof(got), f))
+		got[0] = '\0';
+	fclose(f);
+	snprintf(want, sizeof(want), "%s %ld\n", u.nodename, (long)pid);
+	return !strcmp(got, want);
+}
+
+/*
+ * "M" names (the ssh backends', hal.h): the watchdog makes the directory at
+ * once, as an argument or a line, and marks it, also one the setup made first;
+ * it leaves alone a link in the name's place; at EOF all are gone.
+ */
+static void test_watchdog_makes(void **state)
+{
+	struct mr_buf cmd = MR_BUF_INIT;
+
+	(void)state;
+	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, "meshrun.wdA"), 0);
+	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+		char pbuf[64], a[700], b[600], c[600], lnk[600], target[600];
+		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+		const char *in = "Mmeshrun.wdB\nMmeshrun.wdC\nMmeshrun.link\n";
+		char *tmp;
+		struct stat st;
+		int fds[2];
+		pid_t pid;
+		bool ok = false;
+
+		if (!sh) {
+			printf("skip: %s is not installed\n", shell_names[s]);
+			continue;
+		}
+		tmp = make_tmpdir("/tmp/mr wd makes.XXXXXX");
+		snprintf(a, sizeof(a), "%s/meshrun.wdA", tmp);
+		snprintf(b, sizeof(b), "%s/meshrun.wdB", tmp);
+		snprintf(c, sizeof(c), "%s/meshrun.wdC", tmp);
+		snprintf(lnk, sizeof(lnk), "%s/meshrun.link", tmp);
+		snprintf(target, sizeof(target), "%s/elsewhere", tmp);
+		assert_int_equal(mkdir(c, 0700), 0); /* the setup came first */
+		assert_int_equal(mkdir(target, 0700), 0);
+		assert_int_equal(symlink(target, lnk), 0);
+		assert_int_equal(pipe(fds), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			setsid();
+			setenv("TMPDIR", tmp, 1);
+			dup2(fds[0], 0);
+			for (int fd = 3; fd < 64; fd++)
+				close(fd);
+			execl(sh, strrchr(sh, '/') + 1, "-c", mr_buf_cstr(&cmd), (char *)NULL);
+			_exit(127);
+		}
+		close(fds[0]);
+		assert_int_equal(mr_write_full(fds[1], in, strlen(in)), 0);
+		for (int i = 0; i < 500 && !ok; i++) {
+			ok = marked_by(a, pid) && marked_by(b, pid) && marked_by(c, pid);
+			if (!ok)
+				mr_sleep_ms(10);
+		}
+		if (!ok)
+			fail_msg("watchdog under %s: '%s', '%s' or '%s' not made and marked by pid %ld", sh, a, b, c,
+				 (long)pid);
+		if (lstat(a, &st) < 0 || (st.st_mode & 0777) != 0700)
+			fail_msg("watchdog under %s: '%s' is not mode 700", sh, a);
+		close(fds[1]);
+		waitpid(pid, NULL, 0);
+		if (stat(a, &st) == 0 || stat(b, &st) == 0 || stat(c, &st) == 0)
+			fail_msg("watchdog under %s: left '%s', '%s' or '%s' at EOF", sh, a, b, c);
+		snprintf(a, sizeof(a), "%s/" MR_HAL_WATCHDOG_MARK, target);
+		if (stat(target, &st) < 0 || stat(a, &st) == 0)
+			fail_msg("watchdog under %s: wrote a mark through the link, or removed its target", sh);
+		unlink(lnk);
+		rm_rf(tmp);
+		free(tmp);
+	}
+	mr_buf_release(&cmd);
 }
 
 /*
@@ -882,6 +988,7 @@ int main(void)
 		cmocka_unit_test(test_spawn_cmdline),
 		cmocka_unit_test(test_watchdog),
 		cmocka_unit_test(test_watchdog_names),
+		cmocka_unit_test(test_watchdog_makes),
 		cmocka_unit_test(test_watchdog_remove_now),
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_launch_setup),

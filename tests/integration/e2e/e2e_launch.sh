@@ -227,7 +227,8 @@ done
 # the sigstop job set up on the restarted host: the killed host's directory is gone
 left=$(for d in $swept; do [ -e "$d" ] && echo "$d"; done)
 [ -z "$left" ] && ok "the next job on $stop_host swept the job directory left by the stop (${swept:-none there})" ||
-	fail "the next job on $stop_host did not sweep $left"
+	{ fail "the next job on $stop_host did not sweep $left"; for d in $left; do
+		m=$(cat "$d/.meshrun-watchdog" 2>&1); echo "  mark: '$m', its pid: $(ps -ww -o pid=,args= -p "${m##* }" 2>&1)"; done; }
 
 # 6. a stopped host is named before launch: exit 255, nothing started
 check "fault stop $stop_host" "$MESHSIM" fault --name "$N" stop "$stop_host"
