@@ -395,6 +395,7 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * takes a directory that is there and ours) and marked: the remote backends'
  * form, so that no directory of theirs is without a mark for longer than the
  * setup's own mkdir races ours, not until meshrun has read the setup's output.
+ * (nm: a "T" or "M" name of line $l, as $x; a path in it is refused.)
  * A "D" directory gets MR_HAL_WATCHDOG_MARK ("HOST PID" of this shell, mk):
  * the liveness mark that lets a later job's setup sweep it should we die with
  * the host's other processes (nobody left to read our EOF; docs/contracts.md);
@@ -407,9 +408,9 @@ const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; w=0; hn=; "
 	"mk() { [ -d \"$x\" ] && [ -O \"$x\" ] && ! [ -L \"$x\" ] && { [ -n \"$hn\" ] || hn=$(uname -n); "
 	"echo \"$hn $$\" 2>/dev/null >\"$x/" MR_HAL_WATCHDOG_MARK "\"; }; }; "
-	"for l do shift; case $l in [TM]?*) case ${l#?} in */*|.|..) ;; "
-	"*) x=${TMPDIR:-/tmp}/${l#?}; set -- \"$@\" \"$x\"; w=1; "
-	"case $l in M*) mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac;; esac;; esac; done; "
+	"nm() { case ${l#?} in */*|.|..) return 1;; esac; x=${TMPDIR:-/tmp}/${l#?}; w=1; "
+	"case $l in M*) mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac; return 0; }; "
+	"for l do shift; case $l in [TM]?*) nm && set -- \"$@\" \"$x\";; esac; done; "
 	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
 	"-*) x=${l#-}; case $p in *\" $x \"*) p=${p%%\" $x \"*}\" \"${p#*\" $x \"};; esac;; "
@@ -417,8 +418,7 @@ const char mr_hal_watchdog_script[] =
 	"D/*) x=${l#D}; set -- \"$@\" \"$x\"; w=0; mk;; "
 	"R?*) x=${l#R}; case $x in /*) ;; */*|.|..) x=;; *) x=\"${TMPDIR:-/tmp}/$x\";; esac; "
 	"[ -z \"$x\" ] || { for a do shift; [ \"$a\" = \"$x\" ] || set -- \"$@\" \"$a\"; done; rm -rf -- \"$x\"; };; "
-	"[TM]?*) case ${l#?} in */*|.|..) ;; *) x=${TMPDIR:-/tmp}/${l#?}; set -- \"$@\" \"$x\"; w=1; "
-	"case $l in M*) mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac;; esac;; "
+	"[TM]?*) nm && set -- \"$@\" \"$x\";; "
 	"esac; done; "
 	"for x in $p; do kill -TERM -$x; done 2>/dev/null; "
 	"[ \"$p\" = ' ' ] && [ $w = 0 ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "

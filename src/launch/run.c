@@ -85,8 +85,6 @@ struct job {
 	size_t *host_of; /* rank -> index in hosts */
 	char cwd[PATH_MAX];
 	int64_t deadline_ms; /* --timeout from our start (0: none) */
-	struct mr_hal_cmd *setup_cmds; /* prepare_hosts' setup commands, one per host, while they run */
-	bool hal_running; /* inside mr_hal_run_cb: setup_done reports nothing itself */
 };
 
 /*
@@ -155,8 +153,9 @@ static int new_hal(struct job *j, struct meshrun_err *err)
 	return mr_hal_new_auto(&j->hal, &ho, err);
 }
 
-/* The host's watchdog removes dir (made by the setup) if we die, and marks it. */
-static void guard_dir(struct job *j, struct job_host *h)
+/* The host's watchdog removes dir (made by the setup) if we die, and marks it;
+ * quiet: a failure is said later (guard_dirs tries again). */
+static void guard_dir(struct job *j, struct job_host *h, bool quiet)
 {
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 
@@ -164,9 +163,15 @@ static void guard_dir(struct job *j, struct job_host *h)
 		return;
 	if (mr_hal_remove_at_exit(j->hal, h->name, h->dir, &e) == 0)
 		h->guarded = true;
-	else if (!j->hal_running)
+	else if (!quiet)
 		mr_warn("%s (it stays behind if meshrun is killed)", e.msg);
 }
+
+/* setup_done's context: the job and its setup commands, one per host */
+struct setup_run {
+	struct job *j;
+	struct mr_hal_cmd *cmds;
+};
 
 /*
  * A host's setup is over (mr_hal_run_cb): keep what it printed (the job
@@ -177,8 +182,8 @@ static void guard_dir(struct job *j, struct job_host *h)
  */
 static void setup_done(struct mr_hal_cmd *c, void *ctx)
 {
-	struct job *j = ctx;
-	struct job_host *h = &j->hosts[(size_t)(c - j->setup_cmds)];
+	struct setup_run *sr = ctx;
+	struct job_host *h = &sr->j->hosts[(size_t)(c - sr->cmds)];
 	const char *out, *nl;
 
 	if (!mr_hal_cmd_ok(c))
@@ -192,7 +197,7 @@ static void setup_done(struct mr_hal_cmd *c, void *ctx)
 		h->nomem = true;
 		return;
 	}
-	guard_dir(j, h); /* a failure is said once, by guard_dirs after the run */
+	guard_dir(sr->j, h, true); /* inside the run: guard_dirs says a failure */
 }
 
 /* Reachability, then the setup command on every host; one error lists them all. */
@@ -269,13 +274,12 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		if (j->deadline_ms > 0)
 			cmds[k].timeout_ms = (int)MR_MAX(mr_ms_left(j->deadline_ms), (int64_t)1);
 	}
-	j->setup_cmds = cmds;
-	j->hal_running = true;
-	rc = mr_hal_run_cb(j->hal, cmds, j->nhosts, setup_done, j, err);
-	j->hal_running = false;
-	j->setup_cmds = NULL;
-	if (rc < 0)
-		goto out;
+	{
+		struct setup_run sr = { j, cmds };
+
+		if ((rc = mr_hal_run_cb(j->hal, cmds, j->nhosts, setup_done, &sr, err)) < 0)
+			goto out;
+	}
 	for (size_t k = 0; k < j->nhosts; k++) {
 		struct mr_hal_cmd *c = &cmds[k];
 		char why[512];
@@ -578,7 +582,7 @@ static void log_plan(const struct job *j)
 static void guard_dirs(struct job *j)
 {
 	for (size_t k = 0; k < j->nhosts && !(j->plan->all_local && k > 0); k++)
-		guard_dir(j, &j->hosts[k]); /* those setup_done could not hand over */
+		guard_dir(j, &j->hosts[k], false); /* those setup_done could not hand over */
 }
 
 int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)

@@ -587,6 +587,33 @@ static void test_launch_setup(void **state)
 	free(tmp);
 }
 
+/*
+ * A real watchdog (cmd, under login shell sh, as sshd starts it) in a session
+ * of its own, TMPDIR=tmpdir when not NULL; returns its pid, *in its stdin.
+ */
+static pid_t start_watchdog(const char *sh, const char *cmd, const char *tmpdir, int *in)
+{
+	int fds[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setsid();
+		if (tmpdir)
+			setenv("TMPDIR", tmpdir, 1);
+		dup2(fds[0], 0);
+		for (int fd = 3; fd < 64; fd++)
+			close(fd);
+		execl(sh, strrchr(sh, '/') + 1, "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[0]);
+	*in = fds[1];
+	return pid;
+}
+
 /* "HOST PID" in dir's mark names this host and pid */
 static bool marked_by(const char *dir, pid_t pid)
 {
@@ -621,7 +648,7 @@ static void test_watchdog_makes(void **state)
 		const char *in = "Mmeshrun.wdB\nMmeshrun.wdC\nMmeshrun.link\n";
 		char *tmp;
 		struct stat st;
-		int fds[2];
+		int wd_in;
 		pid_t pid;
 		bool ok = false;
 
@@ -638,20 +665,8 @@ static void test_watchdog_makes(void **state)
 		assert_int_equal(mkdir(c, 0700), 0); /* the setup came first */
 		assert_int_equal(mkdir(target, 0700), 0);
 		assert_int_equal(symlink(target, lnk), 0);
-		assert_int_equal(pipe(fds), 0);
-		pid = fork();
-		assert_true(pid >= 0);
-		if (pid == 0) {
-			setsid();
-			setenv("TMPDIR", tmp, 1);
-			dup2(fds[0], 0);
-			for (int fd = 3; fd < 64; fd++)
-				close(fd);
-			execl(sh, strrchr(sh, '/') + 1, "-c", mr_buf_cstr(&cmd), (char *)NULL);
-			_exit(127);
-		}
-		close(fds[0]);
-		assert_int_equal(mr_write_full(fds[1], in, strlen(in)), 0);
+		pid = start_watchdog(sh, mr_buf_cstr(&cmd), tmp, &wd_in);
+		assert_int_equal(mr_write_full(wd_in, in, strlen(in)), 0);
 		for (int i = 0; i < 500 && !ok; i++) {
 			ok = marked_by(a, pid) && marked_by(b, pid) && marked_by(c, pid);
 			if (!ok)
@@ -662,7 +677,7 @@ static void test_watchdog_makes(void **state)
 				 (long)pid);
 		if (lstat(a, &st) < 0 || (st.st_mode & 0777) != 0700)
 			fail_msg("watchdog under %s: '%s' is not mode 700", sh, a);
-		close(fds[1]);
+		close(wd_in);
 		waitpid(pid, NULL, 0);
 		if (stat(a, &st) == 0 || stat(b, &st) == 0 || stat(c, &st) == 0)
 			fail_msg("watchdog under %s: left '%s', '%s' or '%s' at EOF", sh, a, b, c);
@@ -677,32 +692,19 @@ static void test_watchdog_makes(void **state)
 }
 
 /*
- * A real watchdog (under login shell sh, as sshd starts it) told "D<dir>": it
- * writes its mark into dir; returns its pid (= session), *in its stdin.
+ * A real watchdog (start_watchdog) told "D<dir>": it writes its mark into dir;
+ * returns its pid (= session), *in its stdin.
  */
 static pid_t start_marking_watchdog(const char *sh, const char *dir, int *in)
 {
 	struct mr_buf cmd = MR_BUF_INIT, line = MR_BUF_INIT;
-	const char *base = strrchr(sh, '/') + 1;
 	char mark[600];
-	int fds[2];
 	pid_t pid;
 
 	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, NULL), 0);
-	assert_int_equal(pipe(fds), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		setsid();
-		dup2(fds[0], 0);
-		for (int fd = 3; fd < 64; fd++)
-			close(fd);
-		execl(sh, base, "-c", mr_buf_cstr(&cmd), (char *)NULL);
-		_exit(127);
-	}
-	close(fds[0]);
+	pid = start_watchdog(sh, mr_buf_cstr(&cmd), NULL, in);
 	mr_buf_printf(&line, "D%s\n", dir);
-	assert_int_equal(mr_write_full(fds[1], line.p, line.len), 0);
+	assert_int_equal(mr_write_full(*in, line.p, line.len), 0);
 	snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
 	for (int i = 0; i < 500 && access(mark, F_OK) < 0; i++)
 		mr_sleep_ms(10);
@@ -710,7 +712,6 @@ static pid_t start_marking_watchdog(const char *sh, const char *dir, int *in)
 		fail_msg("watchdog under %s wrote no mark into '%s'", sh, dir);
 	mr_buf_release(&cmd);
 	mr_buf_release(&line);
-	*in = fds[1];
 	return pid;
 }
 
