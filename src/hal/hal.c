@@ -391,25 +391,30 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  * A "T" name (an argument or a line) is a directory that a setup command may
  * still be creating in ${TMPDIR:-/tmp}: until a "D" line says the setup is over
  * ($w), the removal waits a second, so a mkdir racing our death comes first.
- * An "M" name is the same, and made here at once (mkdir -m 700; the setup
- * takes a directory that is there and ours) and marked: the remote backends'
- * form, so that no directory of theirs is without a mark for longer than the
- * setup's own mkdir races ours, not until meshrun has read the setup's output.
+ * An "M" name is the same, and made here at once (mkdir -m 700) and marked:
+ * the remote backends' form (mr_hal_makes_dirs), whose setup waits for the
+ * mark before it writes there, so that a host stopped at any instant keeps no
+ * directory of theirs without a mark (but for the exit of our own mkdir).
  * (nm: a "T" or "M" name of line $l, as $x; a path in it is refused.)
  * A "D" directory gets MR_HAL_WATCHDOG_MARK ("HOST PID" of this shell, mk):
  * the liveness mark that lets a later job's setup sweep it should we die with
  * the host's other processes (nobody left to read our EOF; docs/contracts.md);
- * only into a directory of ours that is no link. An "A" directory is the same
- * without the mark (the local hal writes it itself: no `uname` exec). `uname
- * -n` runs once per watchdog (a persist daemon's serves many jobs). At the end
- * only what still exists costs an rm.
+ * only into a directory of ours that is no link, and not again when it is
+ * there (a rewrite empties it for an instant). An "A" directory is the same
+ * without the mark (the local hal writes it itself). The host's name (hs) is
+ * looked up once per watchdog (a persist daemon's serves many jobs), before an
+ * "M" name's mkdir, and without an exec where /proc has it (Linux; the
+ * setup's first wait is on it); elsewhere `uname -n`. At the end only what
+ * still exists costs an rm.
  */
 const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; w=0; hn=; "
-	"mk() { [ -d \"$x\" ] && [ -O \"$x\" ] && ! [ -L \"$x\" ] && { [ -n \"$hn\" ] || hn=$(uname -n); "
+	"hs() { [ -n \"$hn\" ] || { read -r hn </proc/sys/kernel/hostname; } 2>/dev/null || hn=$(uname -n); }; "
+	"mk() { [ -d \"$x\" ] && [ -O \"$x\" ] && ! [ -L \"$x\" ] && { hs; "
+	"{ read -r a b <\"$x/" MR_HAL_WATCHDOG_MARK "\" && [ \"$a $b\" = \"$hn $$\" ]; } 2>/dev/null || "
 	"echo \"$hn $$\" 2>/dev/null >\"$x/" MR_HAL_WATCHDOG_MARK "\"; }; }; "
 	"nm() { case ${l#?} in */*|.|..) return 1;; esac; x=${TMPDIR:-/tmp}/${l#?}; w=1; "
-	"case $l in M*) mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac; return 0; }; "
+	"case $l in M*) hs; mkdir -m 700 \"$x\" 2>/dev/null; mk;; esac; return 0; }; "
 	"for l do shift; case $l in [TM]?*) nm && set -- \"$@\" \"$x\";; esac; done; "
 	"while read -r l; do case $l in "
 	"+*) p=\"$p${l#+} \";; "
@@ -547,6 +552,18 @@ int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir)
 bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host)
 {
 	return hal && hal->ops->removes_at_free && hal->ops->removes_at_free(hal, host);
+}
+
+bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host)
+{
+	return hal && hal->ops->makes_dirs && hal->ops->makes_dirs(hal, host);
+}
+
+bool mr_hal_yes(struct mr_hal *hal, const char *host)
+{
+	(void)hal;
+	(void)host;
+	return true;
 }
 
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx)

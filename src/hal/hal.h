@@ -317,6 +317,14 @@ int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir);
  * need not run an `rm` of its own at the end.
  */
 bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
+/*
+ * True when host's watchdog makes and marks a name given to
+ * mr_hal_remove_at_exit() itself (the ssh, openssh and persist backends: "M"
+ * names, below), so that the command creating it can wait for the mark and
+ * never write into a directory a stopped host would keep unmarked; false for
+ * the local backend (it marks after the command) and replay.
+ */
+bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host);
 
 /*
  * The command lines the ssh backend sends (exposed so that tests can run them

@@ -72,6 +72,7 @@
  *   remove_at_exit  optional (NULL: ignored); hal.c has validated dir and host.
  *   remove_now   optional (NULL: nothing); dir as given to remove_at_exit; no wait.
  *   removes_at_free optional (NULL: false); see mr_hal_removes_at_free().
+ *   makes_dirs   optional (NULL: false); see mr_hal_makes_dirs().
  *   proc_release kill (if still running: TERM, MR_HAL_KILL_GRACE_MS, KILL, all to
  *                the group) and reap the process, no callbacks, then
  *                mr_proc_release_common() and free the backend struct.
@@ -111,6 +112,9 @@
 
 struct mr_pollset;
 
+/* An ops entry that is true for every host (makes_dirs, removes_at_free). */
+bool mr_hal_yes(struct mr_hal *hal, const char *host);
+
 struct mr_hal_ops {
 	const char *name; /* "local", "ssh", "replay" */
 	int (*run)(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
@@ -131,6 +135,7 @@ struct mr_hal_ops {
 			      struct meshrun_err *err);
 	int (*remove_now)(struct mr_hal *hal, const char *host, const char *dir);
 	bool (*removes_at_free)(struct mr_hal *hal, const char *host);
+	bool (*makes_dirs)(struct mr_hal *hal, const char *host);
 };
 
 /*

@@ -570,6 +570,13 @@ static bool mux_removes_at_free(struct mr_hal *hal, const char *host)
 	return mr_hal_removes_at_free(m->inner[side_of(m, mr_hal_host_name(host))], host);
 }
 
+static bool mux_makes_dirs(struct mr_hal *hal, const char *host)
+{
+	struct mux_hal *m = to_mux_hal(hal);
+
+	return mr_hal_makes_dirs(m->inner[side_of(m, mr_hal_host_name(host))], host);
+}
+
 static const struct mr_hal_ops mux_ops = {
 	.name = "auto",
 	.run = mux_run,
@@ -584,6 +591,7 @@ static const struct mr_hal_ops mux_ops = {
 	.free = mux_free,
 	.remove_at_exit = mux_remove_at_exit,
 	.removes_at_free = mux_removes_at_free,
+	.makes_dirs = mux_makes_dirs,
 };
 
 int mr_hal_new_mux(struct mr_hal **out, const struct mr_hal_opts *opts,

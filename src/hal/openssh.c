@@ -1347,6 +1347,7 @@ static const struct mr_hal_ops os_ops = {
 	.proc_release = os_proc_release,
 	.free = os_free,
 	.remove_at_exit = os_remove_at_exit,
+	.makes_dirs = mr_hal_yes,
 };
 
 int mr_hal_new_openssh(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err)

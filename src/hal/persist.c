@@ -911,14 +911,6 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 	return 0;
 }
 
-/* The daemon removes them when we go (BYE, or our socket closing). */
-static bool persist_removes_at_free(struct mr_hal *hal, const char *host)
-{
-	(void)hal;
-	(void)host;
-	return true;
-}
-
 static const struct mr_hal_ops persist_ops = {
 	.name = "persist",
 	.run = persist_run,
@@ -932,7 +924,8 @@ static const struct mr_hal_ops persist_ops = {
 	.proc_release = persist_proc_release,
 	.free = persist_free,
 	.remove_at_exit = persist_remove_at_exit,
-	.removes_at_free = persist_removes_at_free,
+	.removes_at_free = mr_hal_yes, /* its daemon does, when we go (BYE, or our socket closing) */
+	.makes_dirs = mr_hal_yes, /* its daemon's ssh backend */
 };
 
 int mr_hal_persist_resolve(struct mr_hal *hal, const char *const *hosts, size_t n, char **gaps,

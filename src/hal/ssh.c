@@ -682,6 +682,7 @@ static const struct mr_hal_ops ssh_ops = {
 	.proc_release = ssh_proc_release,
 	.free = ssh_free,
 	.remove_at_exit = ssh_remove_at_exit,
+	.makes_dirs = mr_hal_yes,
 	.remove_now = ssh_remove_now,
 };
 

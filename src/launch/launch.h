@@ -111,12 +111,15 @@ void mr_launch_plan_release(struct mr_launch_plan *plan);
 
 /*
  * The check before launch, run on every remote host as
- *   /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME [NAME CONTENT]...
+ *   /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME WD [NAME CONTENT]...
  * (POSIX sh; tests run it under bash, dash and zsh). Checks EXE (when not
  * empty) and CWD (when not empty), exit 3 with a line per problem on stderr;
- * makes the job directory ${TMPDIR:-/tmp}/DIRNAME (mkdir -m 700: it must not
- * exist; mktemp -d when DIRNAME is empty) when there are files (exit 4 if it
- * cannot, naming the file, and nothing of it is left), and prints two lines: the directory (or "-") and whether DEFCWD
+ * when there are files, writes them into the job directory
+ * ${TMPDIR:-/tmp}/DIRNAME: with WD "1" the host's watchdog makes and marks it
+ * (mr_hal_makes_dirs), which the script waits for, about a second at most;
+ * it makes it itself (mkdir -m 700) when it is not there then, and takes it
+ * when it is ours and no link (mktemp -d when DIRNAME is empty); exit 4 if it
+ * cannot, naming the file, and nothing of it is left. It prints two lines: the directory (or "-") and whether DEFCWD
  * (our own cwd) exists there (1 or 0). Before that it sweeps stale job
  * directories of ours in that TMPDIR (see mr_launch_dir_is_stale).
  */

@@ -28,7 +28,7 @@
 
 /* launch.h: run on every host as /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD ... */
 const char mr_launch_setup_script[] =
-	"exe=$1; cwd=$2; defcwd=$3; name=$4; shift 4; bad=0\n"
+	"exe=$1; cwd=$2; defcwd=$3; name=$4; wd=$5; shift 5; bad=0\n"
 	"if [ -n \"$exe\" ] && ! command -v \"$exe\" >/dev/null 2>&1; then\n"
 	"  echo \"command '$exe' not found\" >&2; bad=1; fi\n"
 	"if [ -n \"$cwd\" ] && ! [ -d \"$cwd\" ]; then\n"
@@ -38,7 +38,7 @@ const char mr_launch_setup_script[] =
 	"me=\n"
 	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
 	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
-	"  [ -n \"$me\" ] || me=$(uname -n)\n"
+	"  [ -n \"$me\" ] || { read -r me </proc/sys/kernel/hostname; } 2>/dev/null || me=$(uname -n)\n"
 	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
 	/* a killed watchdog can be a zombie that init reaps between kill -0 and ps:
 	 * no answer from ps keeps the directory only while the pid still lives */
@@ -50,9 +50,13 @@ const char mr_launch_setup_script[] =
 	"done 2>/dev/null\n"
 	"d=-\n"
 	"if [ $# -gt 0 ]; then\n"
-	/* the host's watchdog may have made it first (an "M" name, hal.h): ours, no link;
-	 * the second mkdir only says why not */
-	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name\n"
+	/* the host's watchdog makes and marks it (an "M" name, hal.h; WD 1): so
+	 * that no file of ours lands in a directory a stopped host keeps unmarked,
+	 * wait for the mark; after about a second (no watchdog there) make it here.
+	 * Taken if there: ours, no link; the second mkdir only says why not */
+	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0\n"
+	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
+	"      sleep 0.01; i=$((i + 1)); done\n"
 	"    mkdir -m 700 \"$d\" 2>/dev/null || { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } ||\n"
 	"      { mkdir -m 700 \"$d\"; exit 4; }\n"
 	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
@@ -63,8 +67,9 @@ const char mr_launch_setup_script[] =
 	"printf '%s\\n' \"$d\"\n"
 	"if [ -n \"$defcwd\" ] && [ -d \"$defcwd\" ]; then echo 1; else echo 0; fi\n";
 
-/* argv[7] of the setup command: /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME */
+/* argv[7] and [8] of the setup command: /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME WD */
 #define SETUP_ARG_DIRNAME 7
+#define SETUP_ARG_WD 8
 
 struct job_host {
 	const char *name;
@@ -73,6 +78,7 @@ struct job_host {
 	bool cwd_ok; /* our cwd exists there */
 	bool lost;   /* a rank there got no exit status (connection lost, or given up) */
 	bool guarded; /* dir is with the host's watchdog (guard_dirs) */
+	bool wd_makes; /* that watchdog makes and marks dir_name (mr_hal_makes_dirs) */
 	bool nomem;  /* its setup's output could not be kept */
 };
 
@@ -106,13 +112,16 @@ static int make_dir_name(struct job_host *h, struct meshrun_err *err)
 	return 0;
 }
 
-/* The host's watchdog removes the job directory if we die (see guard_dirs). */
-static void guard_dir_name(struct job *j, const struct job_host *h)
+/* The host's watchdog removes the job directory if we die (see guard_dirs),
+ * and on remote hosts makes it. */
+static void guard_dir_name(struct job *j, struct job_host *h)
 {
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 
 	if (mr_hal_remove_at_exit(j->hal, h->name, h->dir_name, &e) < 0)
 		mr_warn("%s (it stays behind if meshrun is killed)", e.msg);
+	else
+		h->wd_makes = mr_hal_makes_dirs(j->hal, h->name);
 }
 
 static int distinct_hosts(struct job *j)
@@ -248,7 +257,7 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 	    mr_strvec_push(&argv, j->o->verify_script ? j->plan->argv.v[0] : "") < 0 ||
 	    mr_strvec_push(&argv, j->o->verify_script && j->o->cwd ? j->o->cwd : "") < 0 ||
 	    mr_strvec_push(&argv, j->o->cwd ? "" : j->cwd) < 0 ||
-	    mr_strvec_push(&argv, "DIRNAME") < 0) {
+	    mr_strvec_push(&argv, "DIRNAME") < 0 || mr_strvec_push(&argv, "WD") < 0) {
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 		goto out;
 	}
@@ -258,7 +267,7 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 			rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 			goto out;
 		}
-	/* one argv per host: the same but for DIRNAME (argument 4 of the script) */
+	/* one argv per host: the same but for DIRNAME and WD (arguments 4 and 5 of the script) */
 	if (!(av = calloc(j->nhosts * (argv.nr + 1), sizeof(*av)))) {
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 		goto out;
@@ -268,6 +277,7 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 
 		memcpy(a, argv.v, argv.nr * sizeof(*a));
 		a[SETUP_ARG_DIRNAME] = j->hosts[k].dir_name;
+		a[SETUP_ARG_WD] = j->hosts[k].wd_makes ? "1" : "0";
 		cmds[k].host = names[k];
 		cmds[k].argv = a;
 		/* --timeout bounds the whole job, the checks before launch too */

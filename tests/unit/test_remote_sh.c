@@ -27,6 +27,7 @@
 
 #include "common/buf.h"
 #include "common/fdio.h"
+#include "common/port.h"
 #include "common/shquote.h"
 #include "common/strvec.h"
 #include "common/timeutil.h"
@@ -504,11 +505,11 @@ static void test_launch_setup(void **state)
 	char tmpenv[600];
 	char *env[] = { tmpenv, NULL };
 	char *ok_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
-			    "sh", "", "/", "meshrun.setuptest", "hosts.json", "[[\"a b\", 'c']]\n$X `y`", "empty", "", NULL };
+			    "sh", "", "/", "meshrun.setuptest", "0", "hosts.json", "[[\"a b\", 'c']]\n$X `y`", "empty", "", NULL };
 	char *bad_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
-			     "no-such-command-mr", "/no/such dir", "", "", NULL };
+			     "no-such-command-mr", "/no/such dir", "", "", "0", NULL };
 	char *nowrite_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
-				 "sh", "", "/", "", "hosts.json", "x", "no/such", "y", NULL };
+				 "sh", "", "/", "", "0", "hosts.json", "x", "no/such", "y", NULL };
 	struct mr_buf ok = MR_BUF_INIT, bad = MR_BUF_INIT, nowrite = MR_BUF_INIT;
 
 	(void)state;
@@ -585,6 +586,96 @@ static void test_launch_setup(void **state)
 	mr_buf_release(&nowrite);
 	rm_rf(tmp);
 	free(tmp);
+}
+
+/* Start cmdline under login shell sh (TMPDIR=tmp, output discarded); its pid. */
+static pid_t sh_start(const char *sh, const char *cmdline, const char *tmp)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		setsid();
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		setenv("TMPDIR", tmp, 1);
+		execl(sh, strrchr(sh, '/') + 1, "-c", cmdline, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Its exit status, waited for at most 10 s (then killed: -1). */
+static int wait_status(pid_t pid)
+{
+	int st = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		mr_sleep_ms(10);
+	}
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/*
+ * WD 1 (the host's watchdog makes and marks the directory, mr_hal_makes_dirs):
+ * the setup writes no file into the directory before its mark is there (a host
+ * stopped then would keep an unmarked directory no sweep removes: issue 16's
+ * campaign), then writes; with no watchdog at all it makes the directory itself.
+ */
+static void test_launch_setup_waits(void **state)
+{
+	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+			 "", "", "/", "meshrun.waits", "1", "hosts.json", "[]", NULL };
+	struct mr_buf cmd = MR_BUF_INIT;
+
+	(void)state;
+	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, NULL, NULL), 0);
+	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+		char pbuf[64], dir[700], file[760], mark[760];
+		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+		struct stat st;
+		char *tmp;
+		pid_t pid;
+		int status;
+
+		if (!sh) {
+			printf("skip: %s is not installed\n", shell_names[s]);
+			continue;
+		}
+		tmp = make_tmpdir("/tmp/mr-setup-waits.XXXXXX");
+		snprintf(dir, sizeof(dir), "%s/meshrun.waits", tmp);
+		snprintf(file, sizeof(file), "%s/hosts.json", dir);
+		snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
+		/* made, not yet marked: the watchdog between its mkdir and its mark */
+		assert_int_equal(mkdir(dir, 0700), 0);
+		pid = sh_start(sh, mr_buf_cstr(&cmd), tmp);
+		mr_sleep_ms(300);
+		if (stat(file, &st) == 0)
+			fail_msg("setup under %s wrote into an unmarked directory", sh);
+		assert_int_equal(mr_write_file(mark, "host 1\n", 7, 0600, &e), 0);
+		status = wait_status(pid);
+		if (status != 0 || stat(file, &st) < 0)
+			fail_msg("setup under %s: exit %d once the mark came, '%s' %s", sh, status, file,
+				 stat(file, &st) < 0 ? "missing" : "written");
+		rm_rf(dir);
+
+		/* no watchdog came: the setup made it after its wait */
+		status = wait_status(sh_start(sh, mr_buf_cstr(&cmd), tmp));
+		if (status != 0 || stat(file, &st) < 0 || stat(mark, &st) == 0)
+			fail_msg("setup under %s without a watchdog: exit %d, '%s' %s", sh, status, file,
+				 stat(file, &st) < 0 ? "missing" : "written");
+		rm_rf(tmp);
+		free(tmp);
+	}
+	mr_buf_release(&cmd);
 }
 
 /*
@@ -677,6 +768,25 @@ static void test_watchdog_makes(void **state)
 				 (long)pid);
 		if (lstat(a, &st) < 0 || (st.st_mode & 0777) != 0700)
 			fail_msg("watchdog under %s: '%s' is not mode 700", sh, a);
+		/* the setup is over ("D"): a mark that is there is not written again
+		 * (a rewrite empties it for an instant); wdD's mark says it was read */
+		{
+			char am[760], d[600], line[1400];
+			struct stat before, after;
+
+			snprintf(am, sizeof(am), "%s/" MR_HAL_WATCHDOG_MARK, a);
+			snprintf(d, sizeof(d), "%s/meshrun.wdD", tmp);
+			assert_int_equal(mkdir(d, 0700), 0);
+			assert_int_equal(stat(am, &before), 0);
+			mr_sleep_ms(20); /* a rewrite would get a later mtime */
+			snprintf(line, sizeof(line), "D%s\nD%s\n", a, d);
+			assert_int_equal(mr_write_full(wd_in, line, strlen(line)), 0);
+			for (int i = 0; i < 500 && !marked_by(d, pid); i++)
+				mr_sleep_ms(10);
+			if (!marked_by(d, pid) || stat(am, &after) < 0 ||
+			    mr_stat_mtime_ns(&after) != mr_stat_mtime_ns(&before))
+				fail_msg("watchdog under %s: wrote the mark of '%s' again at its D line", sh, a);
+		}
 		close(wd_in);
 		waitpid(pid, NULL, 0);
 		if (stat(a, &st) == 0 || stat(b, &st) == 0 || stat(c, &st) == 0)
@@ -752,7 +862,7 @@ static void test_launch_sweep(void **state)
 	char tmpenv[600], path[700], other[400], reused[400];
 	char *env[] = { tmpenv, NULL };
 	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
-			 "", "", "/", "meshrun.newjob", "hostfile.json", "[]", NULL };
+			 "", "", "/", "meshrun.newjob", "0", "hostfile.json", "[]", NULL };
 	struct mr_buf cmd = MR_BUF_INIT;
 	struct utsname u;
 
@@ -993,6 +1103,7 @@ int main(void)
 		cmocka_unit_test(test_watchdog_remove_now),
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_launch_setup),
+		cmocka_unit_test(test_launch_setup_waits),
 		cmocka_unit_test(test_launch_sweep),
 		cmocka_unit_test(test_config_setup),
 		cmocka_unit_test(test_config_uname_forms),
