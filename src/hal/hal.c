@@ -429,6 +429,15 @@ const char mr_hal_watchdog_script[] =
 	"[ \"$p\" = ' ' ] && [ $w = 0 ] || { sleep 1; for x in $p; do kill -KILL -$x; done 2>/dev/null; }; "
 	"for x do [ -e \"$x\" ] && { rm -rf -- \"$@\"; break; }; done; exit 0";
 
+/*
+ * hal.h's "spare": $1 the token. `read` takes one byte at a time from a pipe,
+ * so what follows the token line stays for the command's stdin; `eval` of an
+ * `exec /bin/sh -c ...` line keeps this pid, the process group sshd made.
+ */
+const char mr_hal_spare_script[] =
+	"echo " MR_HAL_SPARE_READY "; c=; "
+	"while IFS= read -r l; do [ \"$l\" = \"$1\" ] && { eval \"$c\"; exit 127; }; c=\"$c$l\n\"; done; exit 0";
+
 /* $1 a signal name (TERM), $2 a process group; BSD and procps kill both take it. */
 const char mr_hal_kill_script[] = "kill -\"$1\" -\"$2\" 2>/dev/null; exit 0";
 
@@ -510,6 +519,13 @@ int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name)
 		return -1;
 	}
 	return mr_shquote_sh_c(b, mr_hal_watchdog_script, args);
+}
+
+int mr_hal_spare_cmdline(struct mr_buf *b, const char *token)
+{
+	char *const args[] = { "meshrun-spare", (char *)token, NULL };
+
+	return mr_shquote_sh_c(b, mr_hal_spare_script, args);
 }
 
 int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid)

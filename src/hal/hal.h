@@ -123,6 +123,11 @@ struct mr_hal_opts {
 	int64_t persist_ms;           /* > 0: libssh2 hosts through the persist daemon,
 				       * which keeps connections this long idle
 				       * (--persist, $MESHRUN_SSH_PERSIST); 0: direct */
+	int ssh_spares;               /* ssh backend: shells kept started on each
+				       * connected host (the "spare" command line
+				       * below), which the next commands there take
+				       * instead of a new channel and login shell;
+				       * 0: none (the persist daemon keeps some) */
 };
 
 /* Backends. On failure *out is NULL and err says why. */
@@ -354,15 +359,24 @@ bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host);
  *            and a pid that is no longer a meshrun-watchdog outlived its
  *            watchdog (killed with every process of the host) and may be swept;
  *  kill      mr_hal_kill_script: `kill -SIGNAME -PGID`, always exit 0.
+ *  spare     mr_hal_spare_script (opts.ssh_spares): a shell started ahead of
+ *            need, which prints MR_HAL_SPARE_READY and reads lines up to one
+ *            that is TOKEN (its argument), then evals them: one of the other
+ *            command lines, whose `exec` keeps its pid (the session's process
+ *            group), and whose stdin is what follows the TOKEN line. EOF
+ *            before TOKEN: exit 0, nothing run.
  */
 #define MR_HAL_PGID_MARKER "MESHRUN-PGID="
 #define MR_HAL_WATCHDOG_MARK ".meshrun-watchdog"
+#define MR_HAL_SPARE_READY "MESHRUN-SPARE-READY"
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];
+extern const char mr_hal_spare_script[];
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);
 /* tmp_name: NULL, or the first name to remove (an argument "MNAME", see above) */
 int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name);
 int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid);
+int mr_hal_spare_cmdline(struct mr_buf *b, const char *token);
 
 /* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx);

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #define CLIENT_OUT_MAX ((size_t)256 << 20) /* a client this far behind is dropped */
+#define PERSIST_SPARES 2 /* ssh hal opts.ssh_spares: a setup and a rank per host */
 
 struct dclient;
 
@@ -589,6 +590,8 @@ void mr_persist_daemon_run(int lfd, const char *path, const struct mr_hal_opts *
 	if (lstat(path, &bound) < 0 || mr_set_nonblock(lfd, true) < 0)
 		return;
 	o.persist_ms = 0;
+	/* the next job's setup and its first rank on each host find a shell started */
+	o.ssh_spares = PERSIST_SPARES;
 	if (mr_ssh_config_load(&d.cfg, o.ssh_config, &e) < 0 || mr_hal_new_ssh_cfg(&d.hal, &o, d.cfg, &e) < 0) {
 		mr_warn("persist daemon: %s", e.msg);
 		goto out;

@@ -45,6 +45,7 @@ static void conn_step(struct conn *c)
 	}
 	if (c->state != C_READY)
 		return;
+	mr_ssh_spares_top_up(c);
 	do {
 		progress = false;
 		for (struct job *j = c->head, *next; j; j = next) {
@@ -60,6 +61,7 @@ static void conn_step(struct conn *c)
 				for (struct job *j = c->head; j; j = j->next) {
 					j->ch = NULL;
 					j->st = S_WAIT;
+					j->ready = false;
 				}
 				mr_ssh_conn_teardown(c, false);
 				mr_err_clear(&c->err);
@@ -709,6 +711,17 @@ int mr_hal_new_ssh_cfg(struct mr_hal **out, const struct mr_hal_opts *opts, stru
 		free(sh);
 		libssh2_exit();
 		return rc;
+	}
+	if (sh->base.opts.ssh_spares > 0) {
+		unsigned char r[16];
+
+		if (mr_random_bytes(r, sizeof(r)) < 0) {
+			sh->base.opts.ssh_spares = 0; /* no token nobody can guess: no spares */
+		} else {
+			memcpy(sh->spare_token, "MESHRUN-GO-", 11);
+			for (size_t i = 0; i < sizeof(r); i++)
+				snprintf(sh->spare_token + 11 + 2 * i, 3, "%02x", r[i]);
+		}
 	}
 	if (mr_ssh_config_unsupported(sh->cfg) && !mr_ssh_config_fell_back(sh->cfg))
 		mr_warn("ssh config: without OpenSSH's ssh to resolve hosts, these are not supported and are ignored: %s",

@@ -77,6 +77,8 @@ void mr_ssh_job_free(struct job *j)
 void mr_ssh_job_link(struct conn *c, struct job *j, bool at_head)
 {
 	j->conn = c;
+	if (j->kind == J_SPARE)
+		c->nspare++;
 	if (at_head) {
 		j->prev = NULL;
 		j->next = c->head;
@@ -116,6 +118,8 @@ void mr_ssh_job_unlink(struct job *j)
 			c->owner = NULL;
 		if (c->watchdog == j)
 			c->watchdog = NULL;
+		if (j->kind == J_SPARE)
+			c->nspare--;
 		if (j->ch && j->kind != J_TUNNEL)
 			c->nchan--;
 		j->ch = NULL; /* freed with the session if not freed already */
@@ -194,12 +198,27 @@ struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
 	return j;
 }
 
+/* A spare's stdout: ready once its line came (what a login shell printed
+ * before it is dropped; a spare that says too much is never used). */
+static void spare_out(struct job *j, const char *d, size_t n)
+{
+	if (j->ready || j->pout.len > 4096)
+		return;
+	mr_buf_append(&j->pout, d, n);
+	if (strstr(mr_buf_cstr(&j->pout), MR_HAL_SPARE_READY "\n")) {
+		j->ready = true;
+		mr_buf_release(&j->pout);
+	}
+}
+
 static void sink_out(struct job *j, const char *d, size_t n)
 {
 	if (j->kind == J_RUN && j->cmd)
 		mr_hal_append_capped(&j->cmd->out, d, n);
 	else if (j->kind == J_PROC || j->kind == J_TUNNEL)
 		mr_buf_append(&j->pout, d, n);
+	else if (j->kind == J_SPARE)
+		spare_out(j, d, n);
 }
 
 static void sink_err(struct job *j, const char *d, size_t n)
@@ -485,6 +504,69 @@ static enum chan_res chan_call(struct job *j, int rc, const char *what)
 	return CH_DONE;
 }
 
+/* sshd's MaxSessions refused a channel: no spare any more on c, and those
+ * there end (EOF: their shells exit), their channels for commands and kills. */
+static void spares_off(struct conn *c)
+{
+	c->spares_off = true;
+	for (struct job *o = c->head; o; o = o->next)
+		if (o->kind == J_SPARE)
+			o->in_closed = true;
+}
+
+/*
+ * A command j (S_WAIT) takes a ready spare's channel instead of opening one:
+ * its command line and the token go first on the spare's stdin (hal.h
+ * "spare"), then j's own stdin. Not when the line holds the token (it would
+ * end early), nor while the spare has a libssh2 call pending.
+ */
+static bool take_spare(struct job *j)
+{
+	struct conn *c = j->conn;
+	const char *token = c->sh->spare_token;
+	struct mr_buf in = MR_BUF_INIT;
+	struct job *s;
+
+	if (!c->nspare || j->kind == J_SPARE || j->kind == J_WATCHDOG || j->kind == J_TUNNEL ||
+	    strstr(j->cmdline, token))
+		return false;
+	for (s = c->head; s; s = s->next)
+		if (s->kind == J_SPARE && s->ready && s->st == S_IO && c->owner != s && !s->in_closed &&
+		    !libssh2_channel_eof(s->ch))
+			break;
+	if (!s || mr_buf_printf(&in, "%s\n%s\n", j->cmdline, token) < 0 ||
+	    mr_buf_append(&in, j->in.p, j->in.len) < 0) {
+		mr_buf_release(&in);
+		return false;
+	}
+	mr_buf_release(&j->in);
+	j->in = in;
+	j->ch = s->ch;
+	s->ch = NULL; /* the channel goes with j: nchan stays */
+	mr_ssh_job_unlink(s);
+	j->st = S_IO;
+	c->was_idle = false;
+	return true;
+}
+
+void mr_ssh_spares_top_up(struct conn *c)
+{
+	int want = c->sh->base.opts.ssh_spares;
+	struct job *s;
+	struct mr_buf line = MR_BUF_INIT;
+
+	if (want <= 0 || c->spares_off || c->state != C_READY || c->nspare >= want ||
+	    c->nchan + 2 >= c->chan_cap)
+		return;
+	for (struct job *j = c->head; j; j = j->next)
+		if (j->st <= S_EXEC && j->kind != J_SPARE)
+			return; /* commands first: a spare opens only when they have channels */
+	if (mr_hal_spare_cmdline(&line, c->sh->spare_token) == 0 &&
+	    (s = mr_ssh_job_new(J_SPARE, mr_buf_cstr(&line))))
+		mr_ssh_job_link(c, s, false);
+	mr_buf_release(&line);
+}
+
 /* Advance one job as far as it goes without waiting. true on progress. */
 bool mr_ssh_job_step(struct job *j)
 {
@@ -524,6 +606,10 @@ bool mr_ssh_job_step(struct job *j)
 	case S_WAIT: {
 		int limit = j->kind == J_KILL || !c->cap_known ? c->chan_cap : c->chan_cap - 1;
 
+		if (take_spare(j)) {
+			progress = true;
+			goto io;
+		}
 		if (c->opener || (j->kind != J_TUNNEL && c->nchan >= limit))
 			return progress;
 		c->opener = j;
@@ -550,11 +636,18 @@ bool mr_ssh_job_step(struct job *j)
 				mr_ssh_job_unlink(j);
 				return true;
 			}
+			if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && j->kind == J_SPARE) {
+				spares_off(c);
+				mr_ssh_job_unlink(j);
+				return true;
+			}
 			if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE) {
 				bool short_lived = false, closable = false;
 
+				spares_off(c);
 				for (struct job *o = c->head; o; o = o->next) {
-					if (o->ch && (o->kind == J_RUN || o->kind == J_KILL))
+					/* a spare's shell exits at its EOF (spares_off) */
+					if (o->ch && (o->kind == J_RUN || o->kind == J_KILL || o->kind == J_SPARE))
 						short_lived = true;
 					/* the watchdog's channel stays open to the end: no use waiting on it */
 					if (o->ch && o->kind != J_WATCHDOG)

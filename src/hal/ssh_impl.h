@@ -41,7 +41,9 @@
 
 enum conn_state { C_NEW, C_TCP, C_HANDSHAKE, C_AUTH, C_READY, C_FAILED };
 enum auth_step { A_START, A_AGENT_NEXT, A_AGENT_TRY, A_KEY_NEXT, A_KEY_TRY };
-enum job_kind { J_RUN, J_PROC, J_WATCHDOG, J_KILL, J_TUNNEL };
+/* J_SPARE: a shell started ahead of need (opts.ssh_spares, hal.h "spare"), whose
+ * channel the next J_RUN, J_PROC or J_KILL there takes (ssh_chan.c take_spare). */
+enum job_kind { J_RUN, J_PROC, J_WATCHDOG, J_KILL, J_TUNNEL, J_SPARE };
 /* States in the order a channel goes through them. */
 enum job_state { S_WAIT, S_OPEN, S_EXEC, S_IO, S_CLOSE, S_WAITCLOSED, S_FREE };
 /* The libssh2 call a job has pending (see conn->owner); S_IO's in this order. */
@@ -76,6 +78,7 @@ struct job {
 	int tun_fd;                   /* our end of the socketpair; -1: closed */
 	int tun_port;
 	struct conn *tun_for;         /* the connection it carries; NULL once gone */
+	bool ready;                   /* spare: its shell said MR_HAL_SPARE_READY */
 };
 
 struct conn {
@@ -120,6 +123,8 @@ struct conn {
 	struct job *opener, *owner, *watchdog;
 	int nchan, chan_cap;
 	bool cap_known;
+	int nspare;                   /* J_SPARE jobs on it */
+	bool spares_off;              /* sshd refused one (MaxSessions): no more */
 };
 
 struct ssh_proc {
@@ -133,6 +138,7 @@ struct ssh_hal {
 	bool cfg_borrowed;   /* cfg belongs to the auto hal (mr_hal_new_ssh_cfg) */
 	struct conn *conns;
 	struct mr_pollset ps;
+	char spare_token[48];         /* the line that ends a spare's command (random) */
 };
 
 #define to_ssh_hal(h) mr_container_of(h, struct ssh_hal, base)
@@ -181,6 +187,9 @@ void mr_ssh_job_fail(struct job *j, int code, const char *fmt, ...) MR_PRINTF(3,
 struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig);
 /* A proc's undelivered output on that stream (err: stderr) is over its cap. */
 bool mr_ssh_job_throttled(const struct job *j, bool err);
+/* Start spares on c (a ready connection) up to opts.ssh_spares, while no
+ * command there waits for a channel and MaxSessions leaves room. */
+void mr_ssh_spares_top_up(struct conn *c);
 /* Advance one job as far as it goes without waiting; true on progress. May unlink
  * (and free) j, or mark its connection broken. */
 bool mr_ssh_job_step(struct job *j);

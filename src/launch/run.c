@@ -35,19 +35,28 @@ const char mr_launch_setup_script[] =
 	"  echo \"working directory '$cwd' does not exist\" >&2; bad=1; fi\n"
 	"[ $bad = 0 ] || exit 3\n"
 	/* sweep: see stale_dir() (the same rule, for the all-local path) */
-	"me=\n"
+	"me=; lp=; lv=\n"
 	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
 	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
 	"  [ -n \"$me\" ] || { read -r me </proc/sys/kernel/hostname; } 2>/dev/null || me=$(uname -n)\n"
 	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
-	/* a killed watchdog can be a zombie that init reaps between kill -0 and ps:
-	 * no answer from ps keeps the directory only while the pid still lives */
-	"  if kill -0 \"$op\" 2>/dev/null; then\n"
-	"    a=$(ps -ww -p \"$op\" -o args= 2>/dev/null) || a=\n"
-	"    case $a in *meshrun-watchdog*) continue;; esac\n"
-	"    [ -n \"$a\" ] || ! kill -0 \"$op\" 2>/dev/null || continue; fi\n"
-	"  rm -rf \"$o\"\n"
+	/* our names only (letters, digits, dots): a word each in $lv below */
+	"  case ${o##*/} in *[!A-Za-z0-9.]*) continue;; esac\n"
+	"  if kill -0 \"$op\" 2>/dev/null; then lp=\"$lp,$op\"; lv=\"$lv $op/${o##*/}\"; else rm -rf \"$o\"; fi\n"
 	"done 2>/dev/null\n"
+	/* live pids: one ps for all (BSD and procps take a list), a pid whose
+	 * command is no watchdog was reused; a killed watchdog can be a zombie
+	 * that init reaps between kill -0 and ps: no answer from ps keeps the
+	 * directory only while the pid still lives */
+	"if [ -n \"$lp\" ]; then a=$(ps -ww -o pid= -o args= -p \"${lp#,}\" 2>/dev/null) || a=\n"
+	"  for c in $lv; do op=${c%%/*}; w=\n"
+	"    while read -r p r; do [ \"$p\" = \"$op\" ] && w=\"x$r\"; done <<EOF\n"
+	"$a\n"
+	"EOF\n"
+	"    case $w in *meshrun-watchdog*) continue;; esac\n"
+	"    [ -n \"$w\" ] || ! kill -0 \"$op\" 2>/dev/null || continue\n"
+	"    rm -rf \"${TMPDIR:-/tmp}/${c#*/}\"\n"
+	"  done 2>/dev/null; fi\n"
 	"d=-\n"
 	"if [ $# -gt 0 ]; then\n"
 	/* the host's watchdog makes and marks it (an "M" name, hal.h; WD 1): so

@@ -588,6 +588,50 @@ static void test_launch_setup(void **state)
 	free(tmp);
 }
 
+/*
+ * hal.h's "spare": a shell started ahead says it is ready, runs the command
+ * line that comes before its token line in its own pid (the session's process
+ * group: the marker says so), and hands what follows to the command's stdin;
+ * EOF before the token runs nothing.
+ */
+static void test_spare(void **state)
+{
+	char *argv[] = { "/bin/sh", "-c", "read -r x; echo \"got $x\"; echo \"pid $$\"", NULL };
+	struct mr_buf spare = MR_BUF_INIT, cmd = MR_BUF_INIT, in = MR_BUF_INIT;
+	const char *token = "MESHRUN-GO-0123456789abcdef";
+
+	(void)state;
+	assert_int_equal(mr_hal_spare_cmdline(&spare, token), 0);
+	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, NULL, NULL), 0);
+	mr_buf_printf(&in, "%s\n%s\nhello spare\n", mr_buf_cstr(&cmd), token);
+	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+		char pbuf[64], want[256];
+		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+		struct sh_result r;
+
+		if (!sh) {
+			printf("skip: %s is not installed\n", shell_names[s]);
+			continue;
+		}
+		sh_run(sh, mr_buf_cstr(&spare), mr_buf_cstr(&in), NULL, &r);
+		snprintf(want, sizeof(want), MR_HAL_SPARE_READY "\n" MR_HAL_PGID_MARKER "%ld\ngot hello spare\npid %ld\n",
+			 (long)r.pid, (long)r.pid);
+		if (r.status != 0 || strcmp(mr_buf_cstr(&r.out), want))
+			fail_msg("spare under %s: exit %d, stdout '%s' (want '%s'), stderr '%s'", sh, r.status,
+				 mr_buf_cstr(&r.out), want, mr_buf_cstr(&r.err));
+		sh_result_release(&r);
+		/* EOF before the token: nothing runs */
+		sh_run(sh, mr_buf_cstr(&spare), "echo ran >&2\n", NULL, &r);
+		if (r.status != 0 || strcmp(mr_buf_cstr(&r.out), MR_HAL_SPARE_READY "\n") || r.err.len)
+			fail_msg("spare under %s at EOF: exit %d, stdout '%s', stderr '%s'", sh, r.status,
+				 mr_buf_cstr(&r.out), mr_buf_cstr(&r.err));
+		sh_result_release(&r);
+	}
+	mr_buf_release(&spare);
+	mr_buf_release(&cmd);
+	mr_buf_release(&in);
+}
+
 /* Start cmdline under login shell sh (TMPDIR=tmp, output discarded); its pid. */
 static pid_t sh_start(const char *sh, const char *cmdline, const char *tmp)
 {
@@ -1102,6 +1146,7 @@ int main(void)
 		cmocka_unit_test(test_watchdog_makes),
 		cmocka_unit_test(test_watchdog_remove_now),
 		cmocka_unit_test(test_kill),
+		cmocka_unit_test(test_spare),
 		cmocka_unit_test(test_launch_setup),
 		cmocka_unit_test(test_launch_setup_waits),
 		cmocka_unit_test(test_launch_sweep),

@@ -4,7 +4,8 @@
 # next job and meshconfig reuse its connections (the sshds see no new
 # connection: the same TCP connections before and after), kill -9 of meshrun
 # leaves no rank and no job directory, a job with a live daemon runs no
-# `ssh -G` itself, the daemon removes job directories as its clients go, an
+# `ssh -G` itself, a rank runs in a spare shell the daemon started ahead (and
+# none outlives the daemon), the daemon removes job directories as its clients go, an
 # edited ssh_config is not answered from a cache, a killed daemon's stale socket is
 # replaced, `meshrun --persist stop` ends it and removes the socket, and a short
 # idle time ends it on its own. ~15 s.
@@ -52,6 +53,14 @@ ranks_left() {
 	done
 	[ -z "$left" ]
 }
+# the daemon's spare shells (hal.h "spare") on host $1 (1..4): their pids
+spare_pids() {
+	for p in $(ip netns pids mrh-h$1 2>/dev/null); do
+		tr '\0' ' ' 2>/dev/null </proc/$p/cmdline | grep -q "meshrun-spare" && echo "$p"
+	done
+}
+no_spares() { for i in 1 2 3 4; do [ -z "$(spare_pids $i)" ] || return 1; done; }
+two_spares_h1() { [ "$(spare_pids 1 | wc -l)" = 2 ]; }
 wait_for() { # COMMAND...: true within 5 s
 	for _ in $(seq 1 50); do "$@" && return 0; sleep 0.1; done
 	return 1
@@ -72,6 +81,16 @@ before=$(conns)
 # 2. the next job and meshconfig reuse them: no new connection at any sshd
 out=$($MR --persist 30s -- sh -c 'echo "$MLX_RANK"' 2>"$D/err") && [ "$(echo "$out" | sort | tr -d '\n')" = 0123 ] &&
 	ok "second job" || fail "second job: rc $? '$out' $(cat "$D/err")"
+# the daemon keeps 2 shells started on each host; the next rank there runs in
+# one of them (its exec keeps the spare's pid), and it starts another
+wait_for two_spares_h1 && spares=$(spare_pids 1) && ok "2 spare shells on h1: $(echo $spares)" ||
+	fail "spares on h1: '$(spare_pids 1)'"
+out=$($MR --persist 30s -- sh -c 'echo "$MLX_RANK $$"' 2>"$D/err")
+pid0=$(echo "$out" | awk '$1 == 0 { print $2 }')
+[ -n "$pid0" ] && echo "$spares" | grep -qx "$pid0" && ok "rank 0 ran in a spare shell (pid $pid0)" ||
+	fail "rank 0 (pid '$pid0') not in a spare ($(echo $spares)): '$out' $(cat "$D/err")"
+wait_for two_spares_h1 && ! spare_pids 1 | grep -qx "$pid0" && ok "h1 has 2 spares again" ||
+	fail "spares after the job: '$(spare_pids 1)'"
 MESHRUN_SSH_PERSIST=30s $T "$BIN/meshconfig" --hosts h1,h2,h3,h4 --verbose >"$D/out" 2>"$D/err"
 grep -q "4 hosts reachable" "$D/err" && ok "meshconfig with MESHRUN_SSH_PERSIST" || fail "meshconfig: $(cat "$D/err")"
 after=$(conns)
@@ -146,6 +165,8 @@ wait_for dirs_gone && ok "kill -9 of meshrun leaves no job directory" || fail "k
 kill -9 "$DPID"
 wait_for sh -c "! kill -0 $DPID 2>/dev/null"
 [ -S "$s" ] || fail "socket gone with the killed daemon (expected it stale)"
+wait_for no_spares && ok "the killed daemon's spare shells end with its connections" ||
+	fail "spares left after kill -9 of the daemon: $(for i in 1 2 3 4; do spare_pids $i; done)"
 out=$($MR --persist 30s -- echo x 2>"$D/err") && [ "$out" = "x
 x
 x
@@ -157,6 +178,8 @@ DPID=$(daemon_pids)
 $T $BIN/meshrun --persist stop 2>"$D/err"; rc=$?
 [ $rc = 0 ] && grep -q "stopped" "$D/err" && wait_for sh -c "! kill -0 $DPID 2>/dev/null" && [ -z "$(sock)" ] &&
 	ok "meshrun --persist stop: daemon gone, socket removed" || fail "stop: rc $rc $(cat "$D/err") sock '$(sock)'"
+wait_for no_spares && ok "no spare shell left after --persist stop" ||
+	fail "spares left after stop: $(for i in 1 2 3 4; do spare_pids $i; done)"
 DPID=""
 $T $BIN/meshrun --persist stop 2>"$D/err"; rc=$?
 [ $rc = 0 ] && grep -q "no persist daemon" "$D/err" && ok "stop with none running" || fail "stop again: rc $rc $(cat "$D/err")"
