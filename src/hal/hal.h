@@ -127,7 +127,10 @@ struct mr_hal_opts {
 				       * connected host (the "spare" command line
 				       * below), which the next commands there take
 				       * instead of a new channel and login shell;
-				       * 0: none (the persist daemon keeps some) */
+				       * 0: none (the persist daemon keeps some, and
+				       * sets it to 0 while it has clients: > 0 at
+				       * creation allows spares, later changes say
+				       * whether new ones open) */
 };
 
 /* Backends. On failure *out is NULL and err says why. */

@@ -52,7 +52,7 @@
 #include <unistd.h>
 
 #define CLIENT_OUT_MAX ((size_t)256 << 20) /* a client this far behind is dropped */
-#define PERSIST_SPARES 2 /* ssh hal opts.ssh_spares: a setup and a rank per host */
+#define PERSIST_SPARES 2 /* ssh hal opts.ssh_spares: a job's setup and a rank per host */
 
 struct dclient;
 
@@ -590,7 +590,8 @@ void mr_persist_daemon_run(int lfd, const char *path, const struct mr_hal_opts *
 	if (lstat(path, &bound) < 0 || mr_set_nonblock(lfd, true) < 0)
 		return;
 	o.persist_ms = 0;
-	/* the next job's setup and its first rank on each host find a shell started */
+	/* the next job's setup and its first rank on each host find a shell started
+	 * (opened while no client is here, below) */
 	o.ssh_spares = PERSIST_SPARES;
 	if (mr_ssh_config_load(&d.cfg, o.ssh_config, &e) < 0 || mr_hal_new_ssh_cfg(&d.hal, &o, d.cfg, &e) < 0) {
 		mr_warn("persist daemon: %s", e.msg);
@@ -601,6 +602,9 @@ void mr_persist_daemon_run(int lfd, const char *path, const struct mr_hal_opts *
 		int timeout = -1, n;
 		size_t first_client;
 
+		/* spares open between jobs, not during one: their login shells would
+		 * compete with its setup and ranks (a job takes those there) */
+		d.hal->opts.ssh_spares = d.clients ? 0 : PERSIST_SPARES;
 		if (!d.clients) {
 			int64_t left = d.last_ms + d.idle_ms - mr_now_ms();
 

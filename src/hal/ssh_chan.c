@@ -555,8 +555,8 @@ void mr_ssh_spares_top_up(struct conn *c)
 	struct job *s;
 	struct mr_buf line = MR_BUF_INIT;
 
-	if (want <= 0 || c->spares_off || c->state != C_READY || c->nspare >= want ||
-	    c->nchan + 2 >= c->chan_cap)
+	if (want <= 0 || !c->sh->spare_token[0] || c->spares_off || c->state != C_READY ||
+	    c->nspare >= want || c->nchan + 2 >= c->chan_cap)
 		return;
 	for (struct job *j = c->head; j; j = j->next)
 		if (j->st <= S_EXEC && j->kind != J_SPARE)
