@@ -409,7 +409,7 @@ void mr_hal_watch_dispatch(struct mr_hal *hal, const struct mr_pollset *ps, size
  */
 const char mr_hal_watchdog_script[] =
 	"trap '' HUP INT PIPE; p=' '; w=0; hn=; "
-	"hs() { [ -n \"$hn\" ] || { read -r hn </proc/sys/kernel/hostname; } 2>/dev/null || hn=$(uname -n); }; "
+	"hs() { [ -n \"$hn\" ] || " MR_HAL_SH_HOSTNAME("hn") "; }; "
 	"mk() { [ -d \"$x\" ] && [ -O \"$x\" ] && ! [ -L \"$x\" ] && { hs; "
 	"{ read -r a b <\"$x/" MR_HAL_WATCHDOG_MARK "\" && [ \"$a $b\" = \"$hn $$\" ]; } 2>/dev/null || "
 	"echo \"$hn $$\" 2>/dev/null >\"$x/" MR_HAL_WATCHDOG_MARK "\"; }; }; "

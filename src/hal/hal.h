@@ -371,6 +371,11 @@ bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host);
  */
 #define MR_HAL_PGID_MARKER "MESHRUN-PGID="
 #define MR_HAL_WATCHDOG_MARK ".meshrun-watchdog"
+/* sh: VAR = this host's name as marks carry it (uname -n; from /proc without
+ * an exec where Linux has it): the watchdog that writes a mark and the setup
+ * that sweeps by it must agree */
+#define MR_HAL_SH_HOSTNAME(var) \
+	"{ read -r " var " </proc/sys/kernel/hostname; } 2>/dev/null || " var "=$(uname -n)"
 #define MR_HAL_SPARE_READY "MESHRUN-SPARE-READY"
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];

@@ -38,7 +38,7 @@ const char mr_launch_setup_script[] =
 	"me=; lp=; lv=\n"
 	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
 	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
-	"  [ -n \"$me\" ] || { read -r me </proc/sys/kernel/hostname; } 2>/dev/null || me=$(uname -n)\n"
+	"  [ -n \"$me\" ] || " MR_HAL_SH_HOSTNAME("me") "\n"
 	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
 	/* our names only (letters, digits, dots): a word each in $lv below */
 	"  case ${o##*/} in *[!A-Za-z0-9.]*) continue;; esac\n"

@@ -632,22 +632,36 @@ static void test_spare(void **state)
 	mr_buf_release(&in);
 }
 
-/* Start cmdline under login shell sh (TMPDIR=tmp, output discarded); its pid. */
-static pid_t sh_start(const char *sh, const char *cmdline, const char *tmp)
+/*
+ * cmdline under login shell sh, as sshd starts a command: a session of its own,
+ * TMPDIR=tmpdir when not NULL, stdout discarded; stdin a pipe whose write end
+ * is *in, or /dev/null when in is NULL. Returns its pid.
+ */
+static pid_t sh_start(const char *sh, const char *cmdline, const char *tmpdir, int *in)
 {
-	pid_t pid = fork();
+	int fds[2] = { -1, -1 };
+	pid_t pid;
 
+	if (in)
+		assert_int_equal(pipe(fds), 0);
+	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR);
 
 		setsid();
-		dup2(null, 0);
+		if (tmpdir)
+			setenv("TMPDIR", tmpdir, 1);
+		dup2(in ? fds[0] : null, 0);
 		dup2(null, 1);
-		dup2(null, 2);
-		setenv("TMPDIR", tmp, 1);
+		for (int fd = 3; fd < 64; fd++)
+			close(fd);
 		execl(sh, strrchr(sh, '/') + 1, "-c", cmdline, (char *)NULL);
 		_exit(127);
+	}
+	if (in) {
+		close(fds[0]);
+		*in = fds[1];
 	}
 	return pid;
 }
@@ -700,7 +714,7 @@ static void test_launch_setup_waits(void **state)
 		snprintf(mark, sizeof(mark), "%s/" MR_HAL_WATCHDOG_MARK, dir);
 		/* made, not yet marked: the watchdog between its mkdir and its mark */
 		assert_int_equal(mkdir(dir, 0700), 0);
-		pid = sh_start(sh, mr_buf_cstr(&cmd), tmp);
+		pid = sh_start(sh, mr_buf_cstr(&cmd), tmp, NULL);
 		mr_sleep_ms(300);
 		if (stat(file, &st) == 0)
 			fail_msg("setup under %s wrote into an unmarked directory", sh);
@@ -712,7 +726,7 @@ static void test_launch_setup_waits(void **state)
 		rm_rf(dir);
 
 		/* no watchdog came: the setup made it after its wait */
-		status = wait_status(sh_start(sh, mr_buf_cstr(&cmd), tmp));
+		status = wait_status(sh_start(sh, mr_buf_cstr(&cmd), tmp, NULL));
 		if (status != 0 || stat(file, &st) < 0 || stat(mark, &st) == 0)
 			fail_msg("setup under %s without a watchdog: exit %d, '%s' %s", sh, status, file,
 				 stat(file, &st) < 0 ? "missing" : "written");
@@ -720,33 +734,6 @@ static void test_launch_setup_waits(void **state)
 		free(tmp);
 	}
 	mr_buf_release(&cmd);
-}
-
-/*
- * A real watchdog (cmd, under login shell sh, as sshd starts it) in a session
- * of its own, TMPDIR=tmpdir when not NULL; returns its pid, *in its stdin.
- */
-static pid_t start_watchdog(const char *sh, const char *cmd, const char *tmpdir, int *in)
-{
-	int fds[2];
-	pid_t pid;
-
-	assert_int_equal(pipe(fds), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		setsid();
-		if (tmpdir)
-			setenv("TMPDIR", tmpdir, 1);
-		dup2(fds[0], 0);
-		for (int fd = 3; fd < 64; fd++)
-			close(fd);
-		execl(sh, strrchr(sh, '/') + 1, "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[0]);
-	*in = fds[1];
-	return pid;
 }
 
 /* "HOST PID" in dir's mark names this host and pid */
@@ -800,7 +787,7 @@ static void test_watchdog_makes(void **state)
 		assert_int_equal(mkdir(c, 0700), 0); /* the setup came first */
 		assert_int_equal(mkdir(target, 0700), 0);
 		assert_int_equal(symlink(target, lnk), 0);
-		pid = start_watchdog(sh, mr_buf_cstr(&cmd), tmp, &wd_in);
+		pid = sh_start(sh, mr_buf_cstr(&cmd), tmp, &wd_in);
 		assert_int_equal(mr_write_full(wd_in, in, strlen(in)), 0);
 		for (int i = 0; i < 500 && !ok; i++) {
 			ok = marked_by(a, pid) && marked_by(b, pid) && marked_by(c, pid);
@@ -846,7 +833,7 @@ static void test_watchdog_makes(void **state)
 }
 
 /*
- * A real watchdog (start_watchdog) told "D<dir>": it writes its mark into dir;
+ * A real watchdog (sh_start) told "D<dir>": it writes its mark into dir;
  * returns its pid (= session), *in its stdin.
  */
 static pid_t start_marking_watchdog(const char *sh, const char *dir, int *in)
@@ -855,7 +842,7 @@ static pid_t start_marking_watchdog(const char *sh, const char *dir, int *in)
 	pid_t pid;
 
 	assert_int_equal(mr_hal_watchdog_cmdline(&cmd, NULL), 0);
-	pid = start_watchdog(sh, mr_buf_cstr(&cmd), NULL, in);
+	pid = sh_start(sh, mr_buf_cstr(&cmd), NULL, in);
 	mr_buf_printf(&line, "D%s\n", dir);
 	assert_int_equal(mr_write_full(*in, line.p, line.len), 0);
 	/* the whole line, not the file alone: the shell creates it before it
