@@ -367,7 +367,11 @@ bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host);
  *            that is TOKEN (its argument), then evals them: one of the other
  *            command lines, whose `exec` keeps its pid (the session's process
  *            group), and whose stdin is what follows the TOKEN line. EOF
- *            before TOKEN: exit 0, nothing run.
+ *            before TOKEN: exit 0, nothing run. mr_hal_spare_line() writes
+ *            such a line for a command line: an `exec /bin/sh -c SCRIPT ...`
+ *            one (every script of ours) becomes MR_HAL_SPARE_SH_C SCRIPT ...,
+ *            which runs SCRIPT in the spare's own /bin/sh (no second exec of
+ *            sh), as that exec would: its exit status the spare's.
  */
 #define MR_HAL_PGID_MARKER "MESHRUN-PGID="
 #define MR_HAL_WATCHDOG_MARK ".meshrun-watchdog"
@@ -377,6 +381,7 @@ bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host);
 #define MR_HAL_SH_HOSTNAME(var) \
 	"{ read -r " var " </proc/sys/kernel/hostname; } 2>/dev/null || " var "=$(uname -n)"
 #define MR_HAL_SPARE_READY "MESHRUN-SPARE-READY"
+#define MR_HAL_SPARE_SH_C "meshrun_sh_c"
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];
 extern const char mr_hal_spare_script[];
@@ -385,6 +390,8 @@ int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, 
 int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name);
 int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid);
 int mr_hal_spare_cmdline(struct mr_buf *b, const char *token);
+/* Append what a spare is sent for CMDLINE (one of the command lines above). */
+int mr_hal_spare_line(struct mr_buf *b, const char *cmdline);
 
 /* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx);

@@ -866,9 +866,19 @@ static void persist_free(struct mr_hal *hal)
 	size_t start;
 
 	/* BYE: the daemon kills our running processes together (one grace period,
-	 * as ssh_free) and ends our watchdogs, then replies */
-	if (!h->broken && mr_pf_begin(&h->out, MR_PF_BYE, 0, &start) == 0 && mr_pf_end(&h->out, start) == 0)
-		request(h, &w, &e);
+	 * as ssh_free) and ends our watchdogs, then replies. With every process
+	 * and command ended there is nothing to wait for: the watchdogs remove
+	 * our directories after the reply either way (a round trip less). */
+	if (!h->broken && mr_pf_begin(&h->out, MR_PF_BYE, 0, &start) == 0 && mr_pf_end(&h->out, start) == 0) {
+		bool ended = true;
+
+		for (struct pjob *j = h->jobs; j; j = j->next)
+			ended &= j->done;
+		if (!ended)
+			request(h, &w, &e);
+		else if (send_all(h, &h->out) < 0)
+			mr_debug("persist: cannot send BYE (the daemon ends our watchdogs at our EOF too)");
+	}
 	while (hal->procs)
 		proc_forget(h, to_persist_proc(hal->procs));
 	while (h->jobs) {

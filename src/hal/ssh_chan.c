@@ -514,11 +514,45 @@ static void spares_off(struct conn *c)
 			o->in_closed = true;
 }
 
+/* j may run in a spare (hal.h "spare"): not a line that holds the token (it would end early) */
+static bool spare_job(const struct job *j)
+{
+	return j->kind != J_SPARE && j->kind != J_WATCHDOG && j->kind != J_TUNNEL &&
+	       !strstr(j->cmdline, j->conn->sh->spare_token);
+}
+
+/* s a spare still starting (its shell has not said ready), within MR_SSH_SPARE_WAIT_MS */
+bool mr_ssh_spare_starting(const struct job *s, int64_t now)
+{
+	return s->kind == J_SPARE && !s->ready && s->st <= S_IO && !s->in_closed &&
+	       now - s->start_ms < MR_SSH_SPARE_WAIT_MS;
+}
+
+/*
+ * No ready spare for j (S_WAIT): wait for one still starting rather than open
+ * a channel (and start a login shell) beside it, if there are more of them
+ * than spare-able commands waiting ahead of j. A relaunch right after a job
+ * finds its spares starting: opening more would only slow both.
+ */
+static bool wait_for_spare(struct job *j)
+{
+	struct conn *c = j->conn;
+	int64_t now = mr_now_ms();
+	size_t starting = 0, ahead = 0;
+
+	for (struct job *s = c->head; s; s = s->next)
+		if (mr_ssh_spare_starting(s, now))
+			starting++;
+	for (struct job *o = c->head; o && o != j && ahead < starting; o = o->next)
+		if (o->st == S_WAIT && o->kind != J_KILL && spare_job(o))
+			ahead++;
+	return ahead < starting;
+}
+
 /*
  * A command j (S_WAIT) takes a ready spare's channel instead of opening one:
  * its command line and the token go first on the spare's stdin (hal.h
- * "spare"), then j's own stdin. Not when the line holds the token (it would
- * end early), nor while the spare has a libssh2 call pending.
+ * "spare"), then j's own stdin. Not while the spare has a libssh2 call pending.
  */
 static bool take_spare(struct job *j)
 {
@@ -527,14 +561,13 @@ static bool take_spare(struct job *j)
 	struct mr_buf in = MR_BUF_INIT;
 	struct job *s;
 
-	if (!c->nspare || j->kind == J_SPARE || j->kind == J_WATCHDOG || j->kind == J_TUNNEL ||
-	    strstr(j->cmdline, token))
+	if (!c->nspare || !spare_job(j))
 		return false;
 	for (s = c->head; s; s = s->next)
 		if (s->kind == J_SPARE && s->ready && s->st == S_IO && c->owner != s && !s->in_closed &&
 		    !libssh2_channel_eof(s->ch))
 			break;
-	if (!s || mr_buf_printf(&in, "%s\n%s\n", j->cmdline, token) < 0 ||
+	if (!s || mr_hal_spare_line(&in, j->cmdline) < 0 || mr_buf_printf(&in, "\n%s\n", token) < 0 ||
 	    mr_buf_append(&in, j->in.p, j->in.len) < 0) {
 		mr_buf_release(&in);
 		return false;
@@ -562,8 +595,10 @@ void mr_ssh_spares_top_up(struct conn *c)
 		if (j->st <= S_EXEC && j->kind != J_SPARE)
 			return; /* commands first: a spare opens only when they have channels */
 	if (mr_hal_spare_cmdline(&line, c->sh->spare_token) == 0 &&
-	    (s = mr_ssh_job_new(J_SPARE, mr_buf_cstr(&line))))
+	    (s = mr_ssh_job_new(J_SPARE, mr_buf_cstr(&line)))) {
+		s->start_ms = mr_now_ms();
 		mr_ssh_job_link(c, s, false);
+	}
 	mr_buf_release(&line);
 }
 
@@ -610,6 +645,9 @@ bool mr_ssh_job_step(struct job *j)
 			progress = true;
 			goto io;
 		}
+		/* not a kill: it is answered within MR_HAL_ANSWER_MS or the host is gone */
+		if (c->nspare && j->kind != J_KILL && spare_job(j) && wait_for_spare(j))
+			return progress;
 		if (c->opener || (j->kind != J_TUNNEL && c->nchan >= limit))
 			return progress;
 		c->opener = j;

@@ -37,7 +37,8 @@ const char mr_launch_setup_script[] =
 	/* sweep: see stale_dir() (the same rule, for the all-local path) */
 	"me=; lp=; lv=\n"
 	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
-	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
+	/* our own job's directory (its mark is there when WD is 1): no ps for it */
+	"  [ \"${o##*/}\" != \"$name\" ] && [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
 	"  [ -n \"$me\" ] || " MR_HAL_SH_HOSTNAME("me") "\n"
 	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
 	/* our names only (letters, digits, dots): a word each in $lv below */
@@ -62,11 +63,12 @@ const char mr_launch_setup_script[] =
 	/* the host's watchdog makes and marks it (an "M" name, hal.h; WD 1): so
 	 * that no file of ours lands in a directory a stopped host keeps unmarked,
 	 * wait for the mark; after about a second (no watchdog there) make it here.
-	 * Taken if there: ours, no link; the second mkdir only says why not */
+	 * Taken if there (no exec of mkdir): ours, no link; the second mkdir only
+	 * says why not */
 	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0\n"
 	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
 	"      sleep 0.01; i=$((i + 1)); done\n"
-	"    mkdir -m 700 \"$d\" 2>/dev/null || { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } ||\n"
+	"    { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } || mkdir -m 700 \"$d\" 2>/dev/null ||\n"
 	"      { mkdir -m 700 \"$d\"; exit 4; }\n"
 	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
 	/* a failed write (a full disk) takes the directory with it: meshrun hears of none */

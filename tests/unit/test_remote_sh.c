@@ -594,18 +594,40 @@ static void test_launch_setup(void **state)
  * group: the marker says so), and hands what follows to the command's stdin;
  * EOF before the token runs nothing.
  */
+/*
+ * The spare (hal.h): ready line, then the command line it is sent
+ * (mr_hal_spare_line: our `exec /bin/sh -c` lines run in the spare's own sh)
+ * with the spare's pid, its arguments as "$@", its exit status the spare's,
+ * and what follows the token as its stdin; at EOF before the token, nothing.
+ */
 static void test_spare(void **state)
 {
-	char *argv[] = { "/bin/sh", "-c", "read -r x; echo \"got $x\"; echo \"pid $$\"", NULL };
-	struct mr_buf spare = MR_BUF_INIT, cmd = MR_BUF_INIT, in = MR_BUF_INIT;
+	char *argv[] = { "/bin/sh", "-c", "read -r x; echo \"got $x\"; printf '[%s]' \"$@\"; echo",
+			 "arg0", "a  b", "it's \"q\" $X", NULL };
+	char *st_argv[] = { "/bin/sh", "-c", "echo out; [ $# = 1 ] && exit 7", "arg0", "one", NULL };
+	char *fail_argv[] = { "/bin/sh", "-c", "echo last; false", NULL };
+	struct {
+		struct mr_buf cmd;
+		const char *in, *out; /* out: after the ready line and the pgid marker, if any */
+		bool marker;          /* the marker line (mr_hal_spawn_cmdline): the spare's pid */
+		int status;
+	} cases[] = {
+		{ MR_BUF_INIT, "hello spare\n", "got hello spare\n[a  b][it's \"q\" $X]\n", true, 0 },
+		{ MR_BUF_INIT, "", "out\n", true, 7 },
+		{ MR_BUF_INIT, "", "last\n", true, 1 },
+		{ MR_BUF_INIT, "", "none 0\n", false, 0 }, /* no arguments at all */
+	};
+	struct mr_buf spare = MR_BUF_INIT, in = MR_BUF_INIT;
 	const char *token = "MESHRUN-GO-0123456789abcdef";
 
 	(void)state;
 	assert_int_equal(mr_hal_spare_cmdline(&spare, token), 0);
-	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, NULL, NULL), 0);
-	mr_buf_printf(&in, "%s\n%s\nhello spare\n", mr_buf_cstr(&cmd), token);
+	assert_int_equal(mr_hal_spawn_cmdline(&cases[0].cmd, argv, NULL, NULL), 0);
+	assert_int_equal(mr_hal_spawn_cmdline(&cases[1].cmd, st_argv, NULL, NULL), 0);
+	assert_int_equal(mr_hal_spawn_cmdline(&cases[2].cmd, fail_argv, NULL, NULL), 0);
+	assert_int_equal(mr_shquote_sh_c(&cases[3].cmd, "echo none $#", NULL), 0);
 	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
-		char pbuf[64], want[256];
+		char pbuf[64];
 		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
 		struct sh_result r;
 
@@ -613,13 +635,24 @@ static void test_spare(void **state)
 			printf("skip: %s is not installed\n", shell_names[s]);
 			continue;
 		}
-		sh_run(sh, mr_buf_cstr(&spare), mr_buf_cstr(&in), NULL, &r);
-		snprintf(want, sizeof(want), MR_HAL_SPARE_READY "\n" MR_HAL_PGID_MARKER "%ld\ngot hello spare\npid %ld\n",
-			 (long)r.pid, (long)r.pid);
-		if (r.status != 0 || strcmp(mr_buf_cstr(&r.out), want))
-			fail_msg("spare under %s: exit %d, stdout '%s' (want '%s'), stderr '%s'", sh, r.status,
-				 mr_buf_cstr(&r.out), want, mr_buf_cstr(&r.err));
-		sh_result_release(&r);
+		for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
+			char want[512];
+
+			mr_buf_reset(&in);
+			assert_int_equal(mr_hal_spare_line(&in, mr_buf_cstr(&cases[k].cmd)), 0);
+			assert_true(!strncmp(mr_buf_cstr(&in), MR_HAL_SPARE_SH_C " ", strlen(MR_HAL_SPARE_SH_C) + 1));
+			mr_buf_printf(&in, "\n%s\n%s", token, cases[k].in);
+			sh_run(sh, mr_buf_cstr(&spare), mr_buf_cstr(&in), NULL, &r);
+			if (cases[k].marker)
+				snprintf(want, sizeof(want), MR_HAL_SPARE_READY "\n" MR_HAL_PGID_MARKER "%ld\n%s",
+					 (long)r.pid, cases[k].out);
+			else
+				snprintf(want, sizeof(want), MR_HAL_SPARE_READY "\n%s", cases[k].out);
+			if (r.status != cases[k].status || strcmp(mr_buf_cstr(&r.out), want))
+				fail_msg("spare under %s, case %zu: exit %d (want %d), stdout '%s' (want '%s'), stderr '%s'",
+					 sh, k, r.status, cases[k].status, mr_buf_cstr(&r.out), want, mr_buf_cstr(&r.err));
+			sh_result_release(&r);
+		}
 		/* EOF before the token: nothing runs */
 		sh_run(sh, mr_buf_cstr(&spare), "echo ran >&2\n", NULL, &r);
 		if (r.status != 0 || strcmp(mr_buf_cstr(&r.out), MR_HAL_SPARE_READY "\n") || r.err.len)
@@ -627,8 +660,13 @@ static void test_spare(void **state)
 				 mr_buf_cstr(&r.out), mr_buf_cstr(&r.err));
 		sh_result_release(&r);
 	}
+	/* a line of another form goes as it is */
+	mr_buf_reset(&in);
+	assert_int_equal(mr_hal_spare_line(&in, "echo plain"), 0);
+	assert_string_equal(mr_buf_cstr(&in), "echo plain");
+	for (size_t k = 0; k < ARRAY_SIZE(cases); k++)
+		mr_buf_release(&cases[k].cmd);
 	mr_buf_release(&spare);
-	mr_buf_release(&cmd);
 	mr_buf_release(&in);
 }
 
@@ -919,6 +957,11 @@ static void test_launch_sweep(void **state)
 		make_job_dir(tmp, "meshrun.nomark", NULL);
 		make_job_dir(tmp, "meshrun.other", other);
 		make_job_dir(tmp, "meshrun.reused", reused);
+		/* the job's own directory, made and marked by its watchdog (WD 1): not
+		 * swept, even with a mark the sweep would take for another's */
+		make_job_dir(tmp, "meshrun.newjob", reused);
+		snprintf(path, sizeof(path), "%s/meshrun.newjob/keep", tmp);
+		assert_int_equal(mkdir(path, 0700), 0);
 		snprintf(path, sizeof(path), "%s/meshrun.live", tmp);
 		live = start_marking_watchdog(sh, path, &live_in);
 		snprintf(path, sizeof(path), "%s/meshrun.dead", tmp);
@@ -941,12 +984,12 @@ static void test_launch_sweep(void **state)
 		sh_run(sh, mr_buf_cstr(&cmd), NULL, env, &r);
 		if (r.status != 0 || job_dir_exists(tmp, "meshrun.dead") || job_dir_exists(tmp, "meshrun.reused") ||
 		    !job_dir_exists(tmp, "meshrun.live") || !job_dir_exists(tmp, "meshrun.nomark") ||
-		    !job_dir_exists(tmp, "meshrun.other") || !job_dir_exists(tmp, "meshrun.newjob"))
-			fail_msg("sweep under %s: exit %d, stderr '%s', dead %d reused %d live %d nomark %d other %d new %d",
+		    !job_dir_exists(tmp, "meshrun.other") || !job_dir_exists(tmp, "meshrun.newjob/keep"))
+			fail_msg("sweep under %s: exit %d, stderr '%s', dead %d reused %d live %d nomark %d other %d new (kept) %d",
 				 sh, r.status, mr_buf_cstr(&r.err), job_dir_exists(tmp, "meshrun.dead"),
 				 job_dir_exists(tmp, "meshrun.reused"), job_dir_exists(tmp, "meshrun.live"),
 				 job_dir_exists(tmp, "meshrun.nomark"), job_dir_exists(tmp, "meshrun.other"),
-				 job_dir_exists(tmp, "meshrun.newjob"));
+				 job_dir_exists(tmp, "meshrun.newjob/keep"));
 		sh_result_release(&r);
 		/* the live job ends: its watchdog removes its directory as before */
 		close(live_in);
