@@ -62,12 +62,13 @@ const char mr_launch_setup_script[] =
 	"if [ $# -gt 0 ]; then\n"
 	/* the host's watchdog makes and marks it (an "M" name, hal.h; WD 1): so
 	 * that no file of ours lands in a directory a stopped host keeps unmarked,
-	 * wait for the mark; after about a second (no watchdog there) make it here.
+	 * wait for the mark (first 2 ms: the watchdog's mkdir is usually about to
+	 * end); after about a second (no watchdog there) make it here.
 	 * Taken if there (no exec of mkdir): ours, no link; the second mkdir only
 	 * says why not */
-	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0\n"
+	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0; s=0.002\n"
 	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
-	"      sleep 0.01; i=$((i + 1)); done\n"
+	"      sleep $s; s=0.01; i=$((i + 1)); done\n"
 	"    { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } || mkdir -m 700 \"$d\" 2>/dev/null ||\n"
 	"      { mkdir -m 700 \"$d\"; exit 4; }\n"
 	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"

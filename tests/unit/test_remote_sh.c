@@ -932,7 +932,8 @@ static void test_launch_sweep(void **state)
 	char *env[] = { tmpenv, NULL };
 	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
 			 "", "", "/", "meshrun.newjob", "0", "hostfile.json", "[]", NULL };
-	struct mr_buf cmd = MR_BUF_INIT;
+	struct mr_buf cmd = MR_BUF_INIT, spare = MR_BUF_INIT, in = MR_BUF_INIT;
+	const char *token = "MESHRUN-GO-sweep";
 	struct utsname u;
 
 	(void)state;
@@ -941,15 +942,20 @@ static void test_launch_sweep(void **state)
 	snprintf(other, sizeof(other), "not-%s 1\n", u.nodename);
 	snprintf(reused, sizeof(reused), "%s %ld\n", u.nodename, (long)getpid());
 	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, NULL, NULL), 0);
-	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
+	/* the same setup as a spare runs it (--persist): in the spare's own sh */
+	assert_int_equal(mr_hal_spare_cmdline(&spare, token), 0);
+	assert_int_equal(mr_hal_spare_line(&in, mr_buf_cstr(&cmd)), 0);
+	mr_buf_printf(&in, "\n%s\n", token);
+	for (size_t s = 0; s < 2 * ARRAY_SIZE(shell_names); s++) {
 		char pbuf[64];
-		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
+		const char *sh = shell_path(shell_names[s / 2], pbuf, sizeof(pbuf));
+		bool in_spare = s % 2;
 		struct sh_result r;
 		int live_in, dead_in;
 		pid_t live, dead;
 
 		if (!sh) {
-			printf("skip: %s is not installed\n", shell_names[s]);
+			printf("skip: %s is not installed\n", shell_names[s / 2]);
 			continue;
 		}
 		make_job_dir(tmp, "meshrun.live", NULL);
@@ -981,12 +987,15 @@ static void test_launch_sweep(void **state)
 		snprintf(path, sizeof(path), "%s/meshrun.reused", tmp);
 		assert_false(mr_launch_dir_is_stale(path));
 
-		sh_run(sh, mr_buf_cstr(&cmd), NULL, env, &r);
+		if (in_spare)
+			sh_run(sh, mr_buf_cstr(&spare), mr_buf_cstr(&in), env, &r);
+		else
+			sh_run(sh, mr_buf_cstr(&cmd), NULL, env, &r);
 		if (r.status != 0 || job_dir_exists(tmp, "meshrun.dead") || job_dir_exists(tmp, "meshrun.reused") ||
 		    !job_dir_exists(tmp, "meshrun.live") || !job_dir_exists(tmp, "meshrun.nomark") ||
 		    !job_dir_exists(tmp, "meshrun.other") || !job_dir_exists(tmp, "meshrun.newjob/keep"))
-			fail_msg("sweep under %s: exit %d, stderr '%s', dead %d reused %d live %d nomark %d other %d new (kept) %d",
-				 sh, r.status, mr_buf_cstr(&r.err), job_dir_exists(tmp, "meshrun.dead"),
+			fail_msg("sweep under %s%s: exit %d, stderr '%s', dead %d reused %d live %d nomark %d other %d new (kept) %d",
+				 sh, in_spare ? " in a spare" : "", r.status, mr_buf_cstr(&r.err), job_dir_exists(tmp, "meshrun.dead"),
 				 job_dir_exists(tmp, "meshrun.reused"), job_dir_exists(tmp, "meshrun.live"),
 				 job_dir_exists(tmp, "meshrun.nomark"), job_dir_exists(tmp, "meshrun.other"),
 				 job_dir_exists(tmp, "meshrun.newjob/keep"));
@@ -1003,6 +1012,8 @@ static void test_launch_sweep(void **state)
 		assert_true(dir_is_empty(tmp));
 	}
 	mr_buf_release(&cmd);
+	mr_buf_release(&spare);
+	mr_buf_release(&in);
 	rm_rf(tmp);
 	free(tmp);
 }
