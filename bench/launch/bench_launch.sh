@@ -4,7 +4,8 @@
 # `meshrun --hostfile <h1..h4> --ssh-config <its ssh_config> true` vs
 # `mpirun --host h1,h2,h3,h4 --mca plm_rsh_args "-F <ssh_config>" true`, in one run;
 # then the same 4-host launch with --persist: the first (daemon started, connections
-# made) and a second within the persist time (connections reused), in rounds.
+# made), a second right after it and a relaunch after 1 s idle (connections reused),
+# in rounds.
 # usage: bench_launch.sh MESHRUN [ITERATIONS] [MESHSIM]
 #        (a benchmark, not a test: no assertions; the remote part needs root and MESHSIM)
 # Times come from bench-timeit ($BENCH_TIMEIT, else next to MESHRUN): `$(date +%s%N)`

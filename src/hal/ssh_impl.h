@@ -174,11 +174,11 @@ void mr_ssh_conn_release(struct conn *c);
 
 /* "TERM" for SIGTERM (as sshd names signals); NULL for one we cannot name. */
 const char *mr_ssh_sig_name(int sig);
-/* A job of kind running cmdline (copied); NULL when out of memory. */
 /* How long a command waits for a spare still starting before it opens a
  * channel of its own (a login shell that never says ready, say). */
 #define MR_SSH_SPARE_WAIT_MS 2000
 bool mr_ssh_spare_starting(const struct job *s, int64_t now);
+/* A job of kind running cmdline (copied); NULL when out of memory. */
 struct job *mr_ssh_job_new(enum job_kind kind, const char *cmdline);
 void mr_ssh_job_free(struct job *j);
 /* Queue j on c, at the head (before waiting commands) or the tail. */

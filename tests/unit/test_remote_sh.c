@@ -590,15 +590,11 @@ static void test_launch_setup(void **state)
 
 /*
  * hal.h's "spare": a shell started ahead says it is ready, runs the command
- * line that comes before its token line in its own pid (the session's process
- * group: the marker says so), and hands what follows to the command's stdin;
- * EOF before the token runs nothing.
- */
-/*
- * The spare (hal.h): ready line, then the command line it is sent
- * (mr_hal_spare_line: our `exec /bin/sh -c` lines run in the spare's own sh)
- * with the spare's pid, its arguments as "$@", its exit status the spare's,
- * and what follows the token as its stdin; at EOF before the token, nothing.
+ * line that comes before its token line (mr_hal_spare_line: our `exec /bin/sh
+ * -c` lines in the spare's own sh) in its own pid (the session's process
+ * group: the marker says so), with its arguments as "$@" and its exit status
+ * as the spare's, and hands what follows to the command's stdin; EOF before
+ * the token runs nothing.
  */
 static void test_spare(void **state)
 {
