@@ -8,64 +8,43 @@
 #include "common/compat.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <spawn.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 
-extern char **environ;
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
+#include "common/spawn.h"
+#include "common/timeutil.h"
 
 int main(int argc, char **argv)
 {
-	posix_spawn_file_actions_t fa;
+	struct mr_spawn_opts so = { .argv = &argv[2], .fds = { -1, -1, -1 } };
 	char *end;
 	long n = argc > 2 ? strtol(argv[1], &end, 10) : 0;
-	double total = 0;
-	int rc = 0;
+	int64_t total = 0;
 
 	if (argc < 3 || *end || n < 1) {
 		fprintf(stderr, "usage: bench-timeit N COMMAND [ARGS...]\n");
 		return 2;
 	}
-	if (posix_spawn_file_actions_init(&fa) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) != 0) {
-		fprintf(stderr, "bench-timeit: posix_spawn_file_actions: out of memory\n");
-		return 1;
-	}
 	for (long i = 0; i < n; i++) {
-		double t0 = now_us();
+		struct meshrun_err err = MESHRUN_ERR_INIT;
+		int64_t t0 = mr_now_us();
 		pid_t pid;
-		int st, err = posix_spawnp(&pid, argv[2], &fa, NULL, &argv[2], environ);
+		int st;
 
-		if (err != 0) {
-			fprintf(stderr, "bench-timeit: cannot run '%s': %s\n", argv[2], strerror(err));
-			rc = 1;
-			break;
+		if (mr_spawn_child(&so, &pid, &err) < 0) {
+			fprintf(stderr, "bench-timeit: %s\n", err.msg);
+			return 1;
 		}
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
-		total += now_us() - t0;
+		total += mr_now_us() - t0;
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			fprintf(stderr, "bench-timeit: '%s' failed (run %ld, status 0x%x)\n", argv[2], i + 1, st);
-			rc = 1;
-			break;
+			return 1;
 		}
 	}
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc == 0)
-		printf("%.0f\n", total / (double)n);
-	return rc;
+	printf("%" PRId64 "\n", total / n);
+	return 0;
 }

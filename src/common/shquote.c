@@ -50,7 +50,7 @@ int mr_shquote_argv(struct mr_buf *out, char *const *argv)
 
 int mr_shquote_sh_c(struct mr_buf *out, const char *script, char *const *args)
 {
-	if (mr_buf_puts(out, "exec " MR_SH_PATH " -c ") < 0 || mr_shquote(out, script) < 0)
+	if (mr_buf_puts(out, MR_SH_EXEC_C) < 0 || mr_shquote(out, script) < 0)
 		return -1;
 	if (args && args[0] && (mr_buf_putc(out, ' ') < 0 || mr_shquote_argv(out, args) < 0))
 		return -1;

@@ -28,6 +28,8 @@ int mr_shquote_argv(struct mr_buf *out, char *const *argv);
 
 /* The POSIX shell every remote script runs under, whatever the login shell. */
 #define MR_SH_PATH "/bin/sh"
+/* What every such command line starts with (mr_shquote_sh_c). */
+#define MR_SH_EXEC_C "exec " MR_SH_PATH " -c "
 /*
  * Append `exec /bin/sh -c 'SCRIPT'` and, when args is not NULL, each of args
  * quoted (args[0] becomes $0, args[1] $1, ...). 0, or -1 on ENOMEM.

@@ -534,11 +534,11 @@ int mr_hal_spare_cmdline(struct mr_buf *b, const char *token)
 
 int mr_hal_spare_line(struct mr_buf *b, const char *cmdline)
 {
-	static const char sh_c[] = "exec " MR_SH_PATH " -c ";
+	size_t n = strlen(MR_SH_EXEC_C);
 
 	/* mr_shquote_sh_c's form: the same words after the function's name */
-	if (!strncmp(cmdline, sh_c, sizeof(sh_c) - 1))
-		return mr_buf_puts(b, MR_HAL_SPARE_SH_C " ") < 0 ? -1 : mr_buf_puts(b, cmdline + sizeof(sh_c) - 1);
+	if (!strncmp(cmdline, MR_SH_EXEC_C, n))
+		return mr_buf_puts(b, MR_HAL_SPARE_SH_C " ") < 0 ? -1 : mr_buf_puts(b, cmdline + n);
 	return mr_buf_puts(b, cmdline);
 }
 

@@ -85,23 +85,19 @@ static void step_all(struct ssh_hal *sh)
 
 static int64_t next_deadline(const struct ssh_hal *sh)
 {
-	int64_t d = -1, now = mr_now_ms();
+	int64_t d = -1;
 
 	for (const struct conn *c = sh->conns; c; c = c->next) {
-		bool waiting = false;
+		int64_t w = mr_ssh_spare_wait_end(c);
 
 		if (c->state >= C_TCP && c->state <= C_AUTH && (d < 0 || c->deadline_ms < d))
 			d = c->deadline_ms;
-		for (const struct job *j = c->head; j; j = j->next) {
+		for (const struct job *j = c->head; j; j = j->next)
 			if ((j->kind == J_RUN || j->kind == J_KILL) && !j->end.done && j->deadline_ms &&
 			    (d < 0 || j->deadline_ms < d))
 				d = j->deadline_ms;
-			waiting |= j->st == S_WAIT && j->kind != J_SPARE;
-		}
-		/* a command waiting for a spare still starting stops waiting then (ssh_chan.c) */
-		for (const struct job *s = c->head; waiting && s; s = s->next)
-			if (mr_ssh_spare_starting(s, now) && (d < 0 || s->start_ms + MR_SSH_SPARE_WAIT_MS < d))
-				d = s->start_ms + MR_SSH_SPARE_WAIT_MS;
+		if (w >= 0 && (d < 0 || w < d))
+			d = w;
 	}
 	return d;
 }

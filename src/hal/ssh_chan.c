@@ -522,17 +522,24 @@ static bool spare_job(const struct job *j)
 }
 
 /* s a spare still starting (its shell has not said ready), within MR_SSH_SPARE_WAIT_MS */
-bool mr_ssh_spare_starting(const struct job *s, int64_t now)
+static bool spare_starting(const struct job *s, int64_t now)
 {
 	return s->kind == J_SPARE && !s->ready && s->st <= S_IO && !s->in_closed &&
 	       now - s->start_ms < MR_SSH_SPARE_WAIT_MS;
 }
 
+/* j (S_WAIT) may wait for a spare still starting: not a kill, which is
+ * answered within MR_HAL_ANSWER_MS or the host is taken for gone */
+static bool may_wait_for_spare(const struct job *j)
+{
+	return j->st == S_WAIT && j->kind != J_KILL && spare_job(j);
+}
+
 /*
- * No ready spare for j (S_WAIT): wait for one still starting rather than open
- * a channel (and start a login shell) beside it, if there are more of them
- * than spare-able commands waiting ahead of j. A relaunch right after a job
- * finds its spares starting: opening more would only slow both.
+ * No ready spare for j: wait for one still starting rather than open a
+ * channel (and start a login shell) beside it, if there are more of them than
+ * commands waiting for spares ahead of j. A relaunch right after a job finds
+ * its spares starting: opening more would only slow both.
  */
 static bool wait_for_spare(struct job *j)
 {
@@ -540,13 +547,31 @@ static bool wait_for_spare(struct job *j)
 	int64_t now = mr_now_ms();
 	size_t starting = 0, ahead = 0;
 
+	if (!c->nspare || !may_wait_for_spare(j))
+		return false;
 	for (struct job *s = c->head; s; s = s->next)
-		if (mr_ssh_spare_starting(s, now))
+		if (spare_starting(s, now))
 			starting++;
 	for (struct job *o = c->head; o && o != j && ahead < starting; o = o->next)
-		if (o->st == S_WAIT && o->kind != J_KILL && spare_job(o))
+		if (may_wait_for_spare(o))
 			ahead++;
 	return ahead < starting;
+}
+
+int64_t mr_ssh_spare_wait_end(const struct conn *c)
+{
+	int64_t d = -1, now;
+	bool waiting = false;
+
+	for (const struct job *j = c->head; j && !waiting; j = j->next)
+		waiting = may_wait_for_spare(j);
+	if (!waiting)
+		return -1;
+	now = mr_now_ms();
+	for (const struct job *s = c->head; s; s = s->next)
+		if (spare_starting(s, now) && (d < 0 || s->start_ms + MR_SSH_SPARE_WAIT_MS < d))
+			d = s->start_ms + MR_SSH_SPARE_WAIT_MS;
+	return d;
 }
 
 /*
@@ -645,8 +670,7 @@ bool mr_ssh_job_step(struct job *j)
 			progress = true;
 			goto io;
 		}
-		/* not a kill: it is answered within MR_HAL_ANSWER_MS or the host is gone */
-		if (c->nspare && j->kind != J_KILL && spare_job(j) && wait_for_spare(j))
+		if (wait_for_spare(j))
 			return progress;
 		if (c->opener || (j->kind != J_TUNNEL && c->nchan >= limit))
 			return progress;

@@ -177,7 +177,9 @@ const char *mr_ssh_sig_name(int sig);
 /* How long a command waits for a spare still starting before it opens a
  * channel of its own (a login shell that never says ready, say). */
 #define MR_SSH_SPARE_WAIT_MS 2000
-bool mr_ssh_spare_starting(const struct job *s, int64_t now);
+/* When the first command on c that waits for a spare still starting stops
+ * waiting (at most MR_SSH_SPARE_WAIT_MS after that spare began); -1: none. */
+int64_t mr_ssh_spare_wait_end(const struct conn *c);
 /* A job of kind running cmdline (copied); NULL when out of memory. */
 struct job *mr_ssh_job_new(enum job_kind kind, const char *cmdline);
 void mr_ssh_job_free(struct job *j);
