@@ -73,7 +73,7 @@
 # --nice N runs every peer's ranks at that niceness (all peers alike, so that
 # a busy shared machine decides less of the numbers). links.txt records, per
 # peer run, the congestion control and send buffer that rank 0's established
-# connections on the ring links had a moment into the run (ss), as a check.
+# connections on the ring links had during the run (bench-socks, sock_diag), as a check.
 #
 # Output in --out (default <build>/bench-out/allreduce-<time>):
 # raw.csv (every round), summary.csv (medians), compare.csv (ratios),
@@ -204,7 +204,7 @@ fi
 if [ $do_build = 1 ]; then
 	cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 ||
 		die "cmake configure failed, see $out/cmake.log"
-	targets=(bench-ar-ours bench-tcp-raw)
+	targets=(bench-ar-ours bench-tcp-raw bench-socks)
 	known=$(cmake --build "$build" --target help 2>/dev/null || true)
 	grep -qw 'bench-ar-mpi' <<<"$known" && targets+=(bench-ar-mpi)
 	grep -qw 'bench-meshrun-mpi' <<<"$known" && targets+=(bench-meshrun-mpi)
@@ -217,6 +217,7 @@ bin=$build/bin
 has_peer() { [[ ",$peers," == *",$1,"* ]]; }
 has_peer ours && { [ -x "$bin/bench-ar-ours" ] || die "missing $bin/bench-ar-ours"; }
 has_peer tcp-raw && { [ -x "$bin/bench-tcp-raw" ] || die "missing $bin/bench-tcp-raw"; }
+[ "$mode" != netns ] || [ -x "$bin/bench-socks" ] || die "missing $bin/bench-socks (the connections sampler)"
 if has_peer openmpi && { [ ! -x "$bin/bench-ar-mpi" ] || ! command -v mpirun >/dev/null; }; then
 	info "Open MPI is not available: skipping it"
 	peers=${peers//openmpi/}
@@ -377,21 +378,13 @@ link_tx() {
 }
 
 # What rank 0's established TCP connections to other ranks had (congestion
-# control, send buffer: skmem tb), sampled every 0.2 s during a peer's run,
+# control, send buffer: skmem tb), sampled every 20 ms during a peer's run,
 # the last sample kept, as "reno/tb1048576 x2": proof that the peer ran with
-# the policy env.txt states.
+# the policy env.txt states. bench-socks asks the kernel from one process
+# started once: an `ss` every 0.2 s (4 execs, ~40 ms of CPU a sample here)
+# slowed the first timed rounds of the peer that starts fastest.
 sock_sample() { # file
-	local s
-	while sleep 0.2; do
-		s=$(ip netns exec "$(ns_of 0)" ss -Htinm state established '( dst 10.233.0.0/16 )' 2>/dev/null |
-			awk '{ for (i = 1; i <= NF; i++) {
-				if ($i ~ /^(reno|cubic|bbr|bbr2|dctcp|vegas|westwood|htcp|bic)$/) cc = $i
-				if ($i ~ /^skmem:/) { tb = $i; sub(/.*,tb/, "", tb); sub(/,.*/, "", tb) }
-			  }
-			  if (cc != "") { k = cc "/tb" tb; n[k]++; cc = ""; tb = "" } }
-			  END { for (k in n) printf "%s x%d ", k, n[k] }')
-		[ -z "$s" ] || echo "$s" >"$1"
-	done
+	exec ip netns exec "$(ns_of 0)" "$bin/bench-socks" --dst 10.233.0.0/16 --interval-ms 20 "$1"
 }
 
 run_peer() { # peer n
