@@ -45,7 +45,9 @@
 # (the hostfile lists both addresses: one connection per address) against
 # the same ring with one (the first address only), limited and unlimited.
 #
-# Output: a table per case on stdout and in OUT/report.txt, every row in
+# Output: a table per case on stdout and in OUT/report.txt, then the
+# schedule the mesh row's MESHRUN_MESH_SCHEDULE=auto chose per size class
+# (its ranks run with MLX_RING_VERBOSE; OUT/verdicts.txt), every row in
 # OUT/raw.csv (case,impl,ranks,bytes,round,seconds), OUT/env.txt (machine,
 # load before and after, policy). Medians of --repeats rounds (bench_common.h:
 # a warm-up, then timed rounds). A benchmark, not a test: needs root, sshd
@@ -256,12 +258,17 @@ run_ours() {
 	shift 3
 	log=$out/logs/$cs-$label
 	info "$cs: $label"
-	if "$bin/meshrun" --hostfile "$hf" --ssh-config "$cfg" -- "$bin/${prog:-bench-ar-ours}" \
+	# the mesh logs (MLX_RING_VERBOSE) which schedule auto chose per size class
+	local verbose=()
+	[ "$label" = mesh ] && verbose=(--env MLX_RING_VERBOSE=1)
+	if "$bin/meshrun" "${verbose[@]}" --hostfile "$hf" --ssh-config "$cfg" -- "$bin/${prog:-bench-ar-ours}" \
 		--sizes "$sizes" --repeats "$repeats" --label "$label" "$@" >"$log.out" 2>"$log.err" </dev/null; then
 		if [ "$label" = mesh ] && ! grep -q 'backend mesh' "$log.err"; then
 			info "$cs: the mesh run used $(grep -o 'backend [a-z-]*' "$log.err" | head -1): rows dropped"
 			return 0
 		fi
+		[ "$label" = mesh ] && echo "$cs: $(grep '^\[mesh\] rank 0: .*schedule from now on' "$log.err" |
+			sed 's/.*(class \(2^[0-9]*\)).* the \([a-z]*\) schedule from now on.*/\1 \2/' | tr '\n' ';')" >>"$out/verdicts.txt"
 		grep "^$label," "$log.out" | sed "s/^/$cs,/" >>"$out/raw.csv"
 	else
 		info "$cs: $label failed: $(head -3 "$log.err")"
@@ -390,5 +397,9 @@ END {
 	print "raw: plain TCP, 2S/n to and from every peer at once over the mesh cables (mesh-raw); mesh %raw: raw / mesh time;"
 	print "flow %rt: S/rate / the time of S each way over one cable alone (flow-raw): what TCP gets of one shaped cable."
 }' "$out/rates.csv" "$out/raw.csv" | tee "$out/report.txt"
+if [ -s "$out/verdicts.txt" ]; then
+	echo "mesh row, the schedule MESHRUN_MESH_SCHEDULE=auto chose per size class (rank 0's log):"
+	cat "$out/verdicts.txt"
+fi | tee -a "$out/report.txt"
 grep -E '^(policy|load)' "$out/env.txt"
 echo "results: $out (raw.csv report.txt env.txt logs/)"

@@ -10,8 +10,9 @@
  *   MESHRUN_TIMEOUT, MLX_RING_VERBOSE, MESHRUN_RING_TCP_CC, MESHRUN_RING_SNDBUF
  *                          as for the ring (the same socket tuning)
  *   MESHRUN_MESH_SCHEDULE  auto (default), mesh or ring: the all-reduce's
- *                          schedule; auto times both on each size class's
- *                          first two calls and keeps the faster (tcpmesh.c)
+ *                          schedule; auto warms up and times both on each
+ *                          size class's first four calls and keeps the
+ *                          faster (tcpmesh.c)
  *
  * Address matrix: JSON, a list of size rows of size cells. Cell [i][j] is
  * null on the diagonal, else the "ip:port" where rank i is reached by rank j:

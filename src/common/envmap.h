@@ -124,8 +124,9 @@
 	X(MESHRUN_MESH_SCHEDULE, "", "mesh", "",                                                \
 	  "the mesh backend's all-reduce schedule: `auto` (default) times the mesh schedule "   \
 	  "and the ring schedule (over the mesh's connections to the two ring neighbours) on "  \
-	  "the first two all-reduces of each size class (a power of two, from 32K, 3 ranks "    \
-	  "and more), agrees on the slowest rank's times and keeps the faster (logged with "    \
+	  "the first four all-reduces of each size class (a power of two, from 32K, 3 ranks "   \
+	  "and more: mesh, ring, mesh, ring; the first of each warms it up, the second is "    \
+	  "timed), agrees on the slowest rank's times and keeps the faster (logged with "      \
 	  "`MLX_RING_VERBOSE`); `mesh` or `ring` forces one; anything else fails init naming "  \
 	  "the variable")                                                                       \
 	X(MESHRUN_SSH_PERSIST, "", "", "",                                                      \
