@@ -2,8 +2,10 @@
  * bench-socks - what the TCP connections of a benchmark run use, sampled
  * without disturbing the run: the congestion control and the send buffer
  * (skmem tb) of every established IPv4 connection to an address in --dst,
- * every --interval-ms, the last non-empty sample written to FILE as
- * "reno/tb1048576 x2 " (one "cc/tbBYTES xCOUNT" per kind, sorted).
+ * every --interval-ms, written to FILE as "reno/tb1048576 x2 " (one
+ * "cc/tbBYTES xCOUNT" per kind, sorted): the latest of the samples that saw
+ * the most connections (at the end of a run they close one by one, so the
+ * last sample may see only some of them).
  *
  * Started once in rank 0's network namespace (`ip netns exec NS bench-socks
  * ...`) for a peer's run and stopped with SIGTERM at its end. It asks the
@@ -11,7 +13,11 @@
  * process: run.sh used to run `ip netns exec` + `ss` + `awk` + `sleep` every
  * 0.2 s, about 40 ms of CPU per sample on a 2-core machine, and its first
  * sample fell into the first timed rounds of whichever peer started fastest
- * (ours: 2-3 rounds of 10 twice as slow, every pass).
+ * (ours: 2-3 rounds of 10 twice as slow, every pass). A dump still walks the
+ * kernel's whole table of established connections (about 1 ms of CPU here),
+ * so it samples every --interval-ms only until the count of connections has
+ * stayed the same for STABLE_SAMPLES samples (the ranks have connected),
+ * then every SLOW_MS.
  */
 #include "common/compat.h"
 #include "common/num.h"
@@ -30,6 +36,8 @@
 #include <unistd.h>
 
 #define MAX_KINDS 32
+#define STABLE_SAMPLES 5
+#define SLOW_MS 1000
 #define TCP_ESTABLISHED_STATE 1 /* the kernel's TCP_ESTABLISHED */
 
 struct kind {
@@ -164,52 +172,60 @@ static int parse_prefix(const char *text, uint32_t *addr, uint32_t *mask)
 int main(int argc, char **argv)
 {
 	const char *dst_text = "10.233.0.0/16";
-	int interval_ms = 200;
+	int interval_ms = 20;
 	const struct mr_opt table[] = {
 		MR_OPT_STRING_D(0, "dst", &dst_text, "PREFIX", "10.233.0.0/16", "count connections to addresses in this IPv4 prefix"),
-		MR_OPT_INT_D(0, "interval-ms", &interval_ms, "MS", 10, 60000, "200", "time between samples"),
+		MR_OPT_INT_D(0, "interval-ms", &interval_ms, "MS", 10, 60000, "20", "time between samples until the connections are all up (then 1 s)"),
 		MR_OPT_END(),
 	};
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct mr_strvec rest = MR_STRVEC_INIT;
 	struct sample s;
 	uint32_t dst, mask;
-	int nl, rc;
+	int nl = -1, rc, most = 0, stable = 0;
 
 	rc = mr_opt_parse(table, argc, argv, 0, NULL, &rest, &err);
 	if (rc == MR_OPT_HELP) {
 		mr_opt_usage(stdout, "bench-socks [--dst PREFIX] [--interval-ms MS] FILE", table, NULL);
-		mr_strvec_release(&rest);
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	if (rc != MR_OPT_OK || rest.nr != 1 || parse_prefix(dst_text, &dst, &mask) < 0) {
 		fprintf(stderr, "bench-socks: %s\n", rc != MR_OPT_OK ? err.msg : rest.nr != 1 ? "needs one FILE" : "--dst: expected A.B.C.D/BITS");
-		mr_strvec_release(&rest);
-		return 2;
+		rc = 2;
+		goto out;
 	}
+	/* poll() is never restarted after a handler: SIGTERM ends the wait at once */
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
+	rc = 1;
 	nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (nl < 0) {
 		fprintf(stderr, "bench-socks: netlink socket: %s\n", strerror(errno));
-		mr_strvec_release(&rest);
-		return 1;
+		goto out;
 	}
-	rc = 0;
 	while (!stop) {
+		int conns = 0;
 		if (take_sample(nl, &s, dst, mask) < 0) {
 			fprintf(stderr, "bench-socks: sock_diag dump: %s\n", strerror(errno));
-			rc = 1;
-			break;
+			goto out;
 		}
-		if (s.n > 0 && write_sample(rest.v[0], &s) < 0) {
-			fprintf(stderr, "bench-socks: %s: %s\n", rest.v[0], strerror(errno));
-			rc = 1;
-			break;
+		for (int i = 0; i < s.n; i++)
+			conns += s.k[i].count;
+		stable = conns > 0 && conns == most ? stable + 1 : 0;
+		if (conns > 0 && conns >= most) {
+			most = conns;
+			if (write_sample(rest.v[0], &s) < 0) {
+				fprintf(stderr, "bench-socks: %s: %s\n", rest.v[0], strerror(errno));
+				goto out;
+			}
 		}
-		poll(NULL, 0, interval_ms); /* a signal ends it early */
+		poll(NULL, 0, stable >= STABLE_SAMPLES ? SLOW_MS : interval_ms);
 	}
-	close(nl);
+	rc = 0;
+out:
+	if (nl >= 0)
+		close(nl);
 	mr_strvec_release(&rest);
 	return rc;
 }

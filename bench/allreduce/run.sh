@@ -378,13 +378,14 @@ link_tx() {
 }
 
 # What rank 0's established TCP connections to other ranks had (congestion
-# control, send buffer: skmem tb), sampled every 20 ms during a peer's run,
-# the last sample kept, as "reno/tb1048576 x2": proof that the peer ran with
+# control, send buffer: skmem tb) during a peer's run, the sample that saw
+# the most of them kept, as "reno/tb1048576 x2": proof that the peer ran with
 # the policy env.txt states. bench-socks asks the kernel from one process
-# started once: an `ss` every 0.2 s (4 execs, ~40 ms of CPU a sample here)
-# slowed the first timed rounds of the peer that starts fastest.
+# started once (every 20 ms until the ranks have connected, then every
+# second): an `ss` every 0.2 s (4 execs, ~40 ms of CPU a sample here) slowed
+# the first timed rounds of the peer that starts fastest.
 sock_sample() { # file
-	exec ip netns exec "$(ns_of 0)" "$bin/bench-socks" --dst 10.233.0.0/16 --interval-ms 20 "$1"
+	exec ip netns exec "$(ns_of 0)" "$bin/bench-socks" --dst 10.233.0.0/16 "$1"
 }
 
 run_peer() { # peer n
