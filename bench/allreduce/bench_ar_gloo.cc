@@ -1,7 +1,7 @@
 // bench-ar-gloo - time Gloo's AllreduceRing and AllreduceRingChunked (in
 // place, float32 sum) over its TCP transport, with the same method and rows
 // as the C peers (see bench_common.h: warm-up round, `repeats` timed rounds
-// of bench_iters(bytes) operations after a barrier, rank 0 prints
+// of bench_round_iters() operations after a barrier, rank 0 prints
 // impl,ranks,bytes,round,seconds; a final checked sum of rank+1).
 //
 // Rendezvous through Gloo's FileStore in a directory all ranks see; the
@@ -37,14 +37,17 @@ double now()
 	return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
 }
 
-// Same as bench_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB).
-int iters_for(size_t bytes)
+// Same as bench_round_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB;
+// the warm-up round, -1, at least BENCH_WARMUP_OPS, 4).
+int iters_for(size_t bytes, int round)
 {
 	size_t it = (size_t(64) << 20) / bytes;
 	if (it < 1)
 		it = 1;
 	if (it > 50)
 		it = 50;
+	if (round < 0 && it < 4)
+		it = 4;
 	return int(it);
 }
 
@@ -98,12 +101,12 @@ int run_one(const std::shared_ptr<gloo::Context> &ctx, const char *label, size_t
 {
 	const int rank = ctx->rank, n = ctx->size;
 	const size_t count = bytes / sizeof(float);
-	const int iters = iters_for(bytes);
 	gloo::BarrierAllToOne barrier(ctx);
 	Algo algo(ctx, std::vector<float *>{ buf }, int(count));
 
 	memset(buf, 0, bytes);
 	for (int round = -1; round < repeats; round++) {
+		const int iters = iters_for(bytes, round);
 		barrier.run();
 		double t0 = now();
 		for (int i = 0; i < iters; i++)

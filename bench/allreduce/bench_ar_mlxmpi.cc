@@ -4,7 +4,7 @@
 // name as mlx/distributed/mpi/mpi.cpp does; then MPI_Allreduce(MPI_IN_PLACE,
 // float, MPI_SUM) is timed with the method and rows of the C peers
 // (bench_common.h: a warm-up round, `repeats` timed rounds of
-// bench_iters(bytes) operations after a barrier, rank 0 prints
+// bench_round_iters() operations after a barrier, rank 0 prints
 // impl,ranks,bytes,round,seconds; a final checked sum of rank+1). MLX's subset
 // has no MPI_Barrier: the barrier is a one-float MPI_Allreduce, for every
 // library alike.
@@ -88,10 +88,12 @@ double now() {
   return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
 }
 
-// Same as bench_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB).
-int iters_for(size_t bytes) {
+// Same as bench_round_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB;
+// the warm-up round, -1, at least BENCH_WARMUP_OPS, 4).
+int iters_for(size_t bytes, int round) {
   size_t it = (size_t(64) << 20) / bytes;
-  return int(it < 1 ? 1 : it > 50 ? 50 : it);
+  it = it < 1 ? 1 : it > 50 ? 50 : it;
+  return int(round < 0 && it < 4 ? 4 : it);
 }
 
 bool parse_sizes(const char* list, std::vector<size_t>* out) {
@@ -175,9 +177,10 @@ int main(int argc, char** argv) {
   std::vector<float> buf(maxb / 4);
   int rc = 0;
   for (size_t bytes : sizes) {
-    const int count = int(bytes / 4), iters = iters_for(bytes);
+    const int count = int(bytes / 4);
     std::memset(buf.data(), 0, bytes);
     for (int round = -1; round < repeats && rc == 0; round++) {
+      const int iters = iters_for(bytes, round);
       if (barrier() != 0) {
         rc = 1;
         break;

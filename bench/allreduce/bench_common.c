@@ -40,6 +40,13 @@ int bench_iters(size_t bytes)
 	return (int)MR_MAX((size_t)1, MR_MIN(it, (size_t)50));
 }
 
+int bench_round_iters(size_t bytes, int round)
+{
+	int it = bench_iters(bytes);
+
+	return round < 0 ? MR_MAX(it, BENCH_WARMUP_OPS) : it;
+}
+
 double bench_now(void)
 {
 	struct timespec ts;
@@ -98,10 +105,11 @@ int bench_run_size(const struct bench_peer *p, const struct bench_opts *o, size_
 		   float *buf)
 {
 	size_t count = bytes / sizeof(float);
-	int iters = bench_iters(bytes), n = p->size;
+	int n = p->size;
 
 	memset(buf, 0, bytes);
 	for (int round = -1; round < o->repeats; round++) {
+		int iters = bench_round_iters(bytes, round);
 		if (p->barrier(p->ctx) < 0)
 			return -1;
 		double t0 = bench_now();

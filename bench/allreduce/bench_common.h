@@ -4,8 +4,9 @@
  * same rows).
  *
  * Method, the same for every peer: per size, one untimed warm-up round, then
- * `repeats` timed rounds; a round is a barrier followed by bench_iters(bytes)
- * back-to-back in-place float32 sums, and its row is the mean time of one
+ * `repeats` timed rounds; a round is a barrier followed by
+ * bench_round_iters(bytes, round) back-to-back in-place float32 sums (the
+ * warm-up at least BENCH_WARMUP_OPS), and its row is the mean time of one
  * operation in that round as seen by rank 0. After the timed rounds one
  * untimed sum of (rank + 1) checks the result (n(n+1)/2 everywhere).
  *
@@ -27,6 +28,14 @@
  * three runs); four operations per round average that out for every peer.
  */
 #define BENCH_ROUND_BYTES (64u << 20)
+/*
+ * The warm-up round is at least this many operations: libmeshrun's mesh
+ * backend tries both its schedules on a size's first four all-reduces
+ * (MESHRUN_MESH_SCHEDULE=auto), and with one operation per round at 128 MiB
+ * three of them fell into the timed rounds (a mesh call and a first ring
+ * call, each 20-30% slower, in every mesh row). The same for every peer.
+ */
+#define BENCH_WARMUP_OPS 4
 
 struct bench_sizes {
 	size_t n;
@@ -74,6 +83,8 @@ int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_
 /* Operations per timed round (BENCH_ROUND_BYTES): enough that a round of small
  * sizes lasts ms and a mid-size round is more than one operation. */
 int bench_iters(size_t bytes);
+/* Operations in round `round` of a size (-1: the warm-up, at least BENCH_WARMUP_OPS). */
+int bench_round_iters(size_t bytes, int round);
 double bench_now(void);
 void bench_row(const char *impl, int ranks, size_t bytes, int round, double sec);
 /* 1 when every element of buf equals want, else 0 (prints the first mismatch). */

@@ -331,8 +331,8 @@ static int run_mesh(const struct opts *o, const struct bench_sizes *sz, int rank
 	for (size_t s = 0; s < sz->n; s++) {
 		size_t bytes = sz->bytes[s];
 		size_t len = o->pair ? bytes : 2 * bytes / (size_t)size;
-		int iters = bench_iters(bytes);
 		for (int round = -1; round < o->repeats; round++) {
+			int iters = bench_round_iters(bytes, round);
 			if (n > 0 && barrier_n(lk, n, rank) < 0)
 				goto out;
 			double t0 = bench_now();
@@ -407,8 +407,8 @@ static int run(const struct opts *o, const struct bench_sizes *sz, int rank, int
 	for (size_t s = 0; s < sz->n; s++) {
 		size_t bytes = sz->bytes[s];
 		size_t half = bytes / (size_t)n * (size_t)(n - 1); /* B/2 = S(n-1)/n */
-		int iters = bench_iters(bytes);
 		for (int round = -1; round < o->repeats; round++) {
+			int iters = bench_round_iters(bytes, round);
 			if (barrier(lfd, rfd, n, rank) < 0)
 				goto out;
 			double t0 = bench_now();
