@@ -33,16 +33,9 @@ int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_
 	return 0;
 }
 
-int bench_iters(size_t bytes)
-{
-	size_t it = (size_t)BENCH_ROUND_BYTES / bytes;
-
-	return (int)MR_MAX((size_t)1, MR_MIN(it, (size_t)50));
-}
-
 int bench_round_iters(size_t bytes, int round)
 {
-	int it = bench_iters(bytes);
+	int it = (int)MR_MAX((size_t)1, MR_MIN((size_t)BENCH_ROUND_BYTES / bytes, (size_t)50));
 
 	return round < 0 ? MR_MAX(it, BENCH_WARMUP_OPS) : it;
 }

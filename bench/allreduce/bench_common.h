@@ -21,11 +21,11 @@
 #define BENCH_DEFAULT_SIZES "4K,16K,64K,256K,1M,4M,16M,64M,128M"
 #define BENCH_MAX_SIZES 64
 /*
- * A timed round is bench_iters(bytes) = BENCH_ROUND_BYTES / bytes operations
- * (1..50). 64 MiB, not 16: with 16, a 16 MiB round was one operation, and on
- * a shared machine one descheduling of one rank decided a whole sample (the
- * ring's 2-rank 16 MiB ratio to the best peer read 0.83x, 1.21x and 2.26x in
- * three runs); four operations per round average that out for every peer.
+ * A timed round is BENCH_ROUND_BYTES / bytes operations (1..50). 64 MiB, not
+ * 16: with 16, a 16 MiB round was one operation, and on a shared machine one
+ * descheduling of one rank decided a whole sample (the ring's 2-rank 16 MiB
+ * ratio to the best peer read 0.83x, 1.21x and 2.26x in three runs); four
+ * operations per round average that out for every peer.
  */
 #define BENCH_ROUND_BYTES (64u << 20)
 /*
@@ -80,10 +80,9 @@ int bench_run_size(const struct bench_peer *p, const struct bench_opts *o, size_
 
 /* "4K,1M,128M" -> sizes; errors name the bad entry. */
 int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_err *err);
-/* Operations per timed round (BENCH_ROUND_BYTES): enough that a round of small
- * sizes lasts ms and a mid-size round is more than one operation. */
-int bench_iters(size_t bytes);
-/* Operations in round `round` of a size (-1: the warm-up, at least BENCH_WARMUP_OPS). */
+/* Operations in round `round` of a size: BENCH_ROUND_BYTES of them, enough that a
+ * round of small sizes lasts ms and a mid-size round is more than one
+ * operation; the warm-up (-1) at least BENCH_WARMUP_OPS. */
 int bench_round_iters(size_t bytes, int round);
 double bench_now(void);
 void bench_row(const char *impl, int ranks, size_t bytes, int round, double sec);

@@ -79,7 +79,7 @@ static int kind_cmp(const void *a, const void *b)
 	return strcmp(((const struct kind *)a)->name, ((const struct kind *)b)->name);
 }
 
-/* One established connection's reply: count it when its peer is in dst/bits. */
+/* One established connection's reply: count it when its peer is in dst/mask (dst masked). */
 static void one_sock(struct sample *s, const struct nlmsghdr *h, uint32_t dst, uint32_t mask)
 {
 	const struct inet_diag_msg *m = NLMSG_DATA(h);
@@ -87,7 +87,7 @@ static void one_sock(struct sample *s, const struct nlmsghdr *h, uint32_t dst, u
 	char cc[17] = ""; /* TCP_CA_NAME_MAX + 1 */
 	uint32_t tb = 0;
 
-	if (len < 0 || (ntohl(m->id.idiag_dst[0]) & mask) != (dst & mask))
+	if (len < 0 || (ntohl(m->id.idiag_dst[0]) & mask) != dst)
 		return;
 	for (const struct rtattr *a = (const struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
 		if (a->rta_type == INET_DIAG_CONG)
@@ -151,7 +151,7 @@ static int write_sample(const char *path, struct sample *s)
 	return fclose(f);
 }
 
-/* "A.B.C.D/BITS" into host-order address and mask. */
+/* "A.B.C.D/BITS" into host-order mask and network address (address & mask). */
 static int parse_prefix(const char *text, uint32_t *addr, uint32_t *mask)
 {
 	char ip[INET_ADDRSTRLEN];
@@ -164,8 +164,8 @@ static int parse_prefix(const char *text, uint32_t *addr, uint32_t *mask)
 	snprintf(ip, sizeof(ip), "%.*s", slash ? (int)(slash - text) : (int)strlen(text), text);
 	if (inet_pton(AF_INET, ip, &in) != 1)
 		return -1;
-	*addr = ntohl(in.s_addr);
 	*mask = bits ? ~0u << (32 - bits) : 0;
+	*addr = ntohl(in.s_addr) & *mask;
 	return 0;
 }
 

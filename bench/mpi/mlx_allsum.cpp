@@ -39,7 +39,7 @@ size_t parse_size(const std::string& s) {
 }
 
 int iters_for(size_t bytes) {
-  size_t it = (size_t(16) << 20) / bytes; // as bench_iters(): 16 MiB of sums per round
+  size_t it = (size_t(16) << 20) / bytes; // 16 MiB of sums per round (bench/allreduce's rounds are 64 MiB)
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(it, 50)));
 }
 
