@@ -152,6 +152,71 @@ static double expect(int dt, enum op op, int size, size_t i)
 	return acc;
 }
 
+/*
+ * Filling and checking by runs. input_val() repeats every PERIOD elements
+ * (i mod 23, and bool's (i + r) mod 3), and so does every expected result, so
+ * a pattern of run + PERIOD encoded elements (run a multiple of PERIOD) fills
+ * a buffer with memcpy and checks it with memcmp from any start offset.
+ * Computed per element (doubles, a modulo, frexp for float16) the values took
+ * most of a test's time: in the soft-RoCE guest, where QEMU emulates floating
+ * point in software, and under ASan.
+ */
+#define PERIOD 69
+#define PATTERN_RUNS 64 /* periods per memcpy/memcmp at the most */
+
+struct pattern {
+	unsigned char *b; /* run + PERIOD elements: element j holds value j */
+	size_t esz, run;
+};
+
+/* The input of rank r (r >= 0), or the expected result of op over size ranks (r < 0). */
+static void pattern_make(struct pattern *p, int dt, size_t count, int r, enum op op, int size)
+{
+	p->esz = meshrun_dtype_size(dt);
+	p->run = MR_MIN(count / PERIOD + 1, (size_t)PATTERN_RUNS) * PERIOD;
+	p->b = malloc((p->run + PERIOD) * p->esz);
+	if (!p->b) {
+		fprintf(stderr, "meshrun-allreduce-test: out of memory\n");
+		exit(2);
+	}
+	for (size_t j = 0; j < p->run + PERIOD; j++)
+		put(dt, p->b, j, r >= 0 ? input_val(dt, r, j) : expect(dt, op, size, j));
+}
+
+/* buf[0, count) := values start .. start + count - 1 of the pattern. */
+static void pattern_fill(const struct pattern *p, void *buf, size_t count, size_t start)
+{
+	const unsigned char *src = p->b + start % PERIOD * p->esz;
+
+	for (size_t i = 0; i < count; i += p->run)
+		memcpy((unsigned char *)buf + i * p->esz, src, MR_MIN(p->run, count - i) * p->esz);
+}
+
+/*
+ * The first element of buf[0, count) whose value differs from the pattern's
+ * from start on, or SIZE_MAX. Compared as bytes first; where they differ, as
+ * values (so that a -0 where +0 is expected is still right).
+ */
+static size_t pattern_first_bad(const struct pattern *p, int dt, const void *buf, size_t count, size_t start)
+{
+	const unsigned char *src = p->b + start % PERIOD * p->esz, *b = buf;
+	size_t i;
+
+	for (i = 0; i < count; i += p->run)
+		if (memcmp(b + i * p->esz, src, MR_MIN(p->run, count - i) * p->esz) != 0)
+			break;
+	for (; i < count; i++)
+		if (get(dt, buf, i) != get(dt, p->b, (start + i) % PERIOD))
+			return i;
+	return SIZE_MAX;
+}
+
+static void pattern_free(struct pattern *p)
+{
+	free(p->b);
+	p->b = NULL;
+}
+
 static bool fail_lib(struct ctx *c, const char *what)
 {
 	fprintf(stderr, "meshrun-allreduce-test: rank %d: %s: %s\n", c->rank, what, c->err.msg);
@@ -188,6 +253,7 @@ static bool check_reduce(struct ctx *c, int dt, enum op op, size_t count, bool i
 {
 	size_t esz = meshrun_dtype_size(dt);
 	unsigned char *in = malloc(count * esz + 1), *out = malloc(count * esz + 1);
+	struct pattern mine, want;
 	bool ok = true;
 	int rc;
 
@@ -195,8 +261,9 @@ static bool check_reduce(struct ctx *c, int dt, enum op op, size_t count, bool i
 		fprintf(stderr, "meshrun-allreduce-test: out of memory\n");
 		exit(2);
 	}
-	for (size_t i = 0; i < count; i++)
-		put(dt, in, i, input_val(dt, c->rank, i));
+	pattern_make(&mine, dt, count, c->rank, op, c->size);
+	pattern_make(&want, dt, count, -1, op, c->size);
+	pattern_fill(&mine, in, count, 0);
 	void *dst = inplace ? in : out;
 	if (op == OP_SUM)
 		rc = meshrun_all_sum(c->g, in, dst, count, dt, &c->err);
@@ -208,20 +275,16 @@ static bool check_reduce(struct ctx *c, int dt, enum op op, size_t count, bool i
 		ok = fail_lib(c, op_names[op]);
 		goto out;
 	}
-	size_t bad = SIZE_MAX;
-	for (size_t i = 0; i < count && bad == SIZE_MAX; i++)
-		if (get(dt, dst, i) != expect(dt, op, c->size, i))
-			bad = i;
+	size_t bad = pattern_first_bad(&want, dt, dst, count, 0);
 	report(c, bad == SIZE_MAX, "%s %s count %zu %s: element %zu is %g, want %g", op_names[op],
 	       meshrun_dtype_name(dt), count, inplace ? "in place" : "out of place", bad,
 	       bad == SIZE_MAX ? 0 : get(dt, dst, bad), bad == SIZE_MAX ? 0 : expect(dt, op, c->size, bad));
-	if (!inplace) {
-		bool same = true;
-		for (size_t i = 0; i < count && same; i++)
-			same = get(dt, in, i) == input_val(dt, c->rank, i);
-		report(c, same, "%s %s count %zu: the send buffer changed", op_names[op], meshrun_dtype_name(dt), count);
-	}
+	if (!inplace)
+		report(c, pattern_first_bad(&mine, dt, in, count, 0) == SIZE_MAX,
+		       "%s %s count %zu: the send buffer changed", op_names[op], meshrun_dtype_name(dt), count);
 out:
+	pattern_free(&want);
+	pattern_free(&mine);
 	free(in);
 	free(out);
 	return ok;
@@ -231,21 +294,27 @@ static bool check_gather(struct ctx *c, int dt, size_t count)
 {
 	size_t esz = meshrun_dtype_size(dt), n = (size_t)c->size;
 	unsigned char *in = malloc(count * esz + 1), *out = malloc(n * count * esz + 1);
+	struct pattern mine;
 	bool ok = true;
 
 	if (!in || !out)
 		exit(2);
-	for (size_t i = 0; i < count; i++)
-		put(dt, in, i, input_val(dt, c->rank, i));
+	pattern_make(&mine, dt, count, c->rank, OP_SUM, c->size);
+	pattern_fill(&mine, in, count, 0);
+	pattern_free(&mine);
 	if (meshrun_all_gather(c->g, in, out, count, dt, &c->err) < 0) {
 		ok = fail_lib(c, "all_gather");
 		goto out;
 	}
 	size_t bad = SIZE_MAX;
-	for (size_t r = 0; r < n; r++)
-		for (size_t i = 0; i < count && bad == SIZE_MAX; i++)
-			if (get(dt, out, r * count + i) != input_val(dt, (int)r, i))
-				bad = r * count + i;
+	for (size_t r = 0; r < n && bad == SIZE_MAX; r++) {
+		struct pattern theirs;
+		pattern_make(&theirs, dt, count, (int)r, OP_SUM, c->size);
+		size_t i = pattern_first_bad(&theirs, dt, out + r * count * esz, count, 0);
+		if (i != SIZE_MAX)
+			bad = r * count + i;
+		pattern_free(&theirs);
+	}
 	report(c, bad == SIZE_MAX, "all_gather %s count %zu: element %zu wrong", meshrun_dtype_name(dt), count, bad);
 out:
 	free(in);
@@ -257,23 +326,24 @@ static bool check_scatter(struct ctx *c, int dt, size_t count, bool inplace)
 {
 	size_t esz = meshrun_dtype_size(dt), n = (size_t)c->size;
 	unsigned char *in = malloc(n * count * esz + 1), *out = malloc(count * esz + 1);
+	struct pattern mine, want;
 	bool ok = true;
 
 	if (!in || !out)
 		exit(2);
-	for (size_t i = 0; i < n * count; i++)
-		put(dt, in, i, input_val(dt, c->rank, i));
+	pattern_make(&mine, dt, n * count, c->rank, OP_SUM, c->size);
+	pattern_make(&want, dt, count, -1, OP_SUM, c->size);
+	pattern_fill(&mine, in, n * count, 0);
 	void *dst = inplace ? (void *)in : (void *)out;
 	if (meshrun_sum_scatter(c->g, in, dst, count, dt, &c->err) < 0) {
 		ok = fail_lib(c, "sum_scatter");
 		goto out;
 	}
-	size_t bad = SIZE_MAX;
-	for (size_t i = 0; i < count && bad == SIZE_MAX; i++)
-		if (get(dt, dst, i) != expect(dt, OP_SUM, c->size, (size_t)c->rank * count + i))
-			bad = i;
+	size_t bad = pattern_first_bad(&want, dt, dst, count, (size_t)c->rank * count);
 	report(c, bad == SIZE_MAX, "sum_scatter %s count %zu %s: element %zu wrong", meshrun_dtype_name(dt), count, inplace ? "in place" : "out of place", bad);
 out:
+	pattern_free(&want);
+	pattern_free(&mine);
 	free(in);
 	free(out);
 	return ok;
