@@ -38,7 +38,7 @@ double now()
 }
 
 // Same as bench_round_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB;
-// the warm-up round, -1, at least BENCH_WARMUP_OPS, 4).
+// the warm-up round, -1, at least BENCH_WARMUP_OPS, 6).
 int iters_for(size_t bytes, int round)
 {
 	size_t it = (size_t(64) << 20) / bytes;
@@ -46,8 +46,8 @@ int iters_for(size_t bytes, int round)
 		it = 1;
 	if (it > 50)
 		it = 50;
-	if (round < 0 && it < 4)
-		it = 4;
+	if (round < 0 && it < 6)
+		it = 6;
 	return int(it);
 }
 

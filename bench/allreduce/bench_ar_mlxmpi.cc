@@ -89,11 +89,11 @@ double now() {
 }
 
 // Same as bench_round_iters() in bench_common.c (BENCH_ROUND_BYTES, 64 MiB;
-// the warm-up round, -1, at least BENCH_WARMUP_OPS, 4).
+// the warm-up round, -1, at least BENCH_WARMUP_OPS, 6).
 int iters_for(size_t bytes, int round) {
   size_t it = (size_t(64) << 20) / bytes;
   it = it < 1 ? 1 : it > 50 ? 50 : it;
-  return int(round < 0 && it < 4 ? 4 : it);
+  return int(round < 0 && it < 6 ? 6 : it);
 }
 
 bool parse_sizes(const char* list, std::vector<size_t>* out) {

@@ -30,12 +30,12 @@
 #define BENCH_ROUND_BYTES (64u << 20)
 /*
  * The warm-up round is at least this many operations: libmeshrun's mesh
- * backend tries both its schedules on a size's first four all-reduces
+ * backend tries both its schedules on a size's first six all-reduces
  * (MESHRUN_MESH_SCHEDULE=auto), and with one operation per round at 128 MiB
  * three of them fell into the timed rounds (a mesh call and a first ring
  * call, each 20-30% slower, in every mesh row). The same for every peer.
  */
-#define BENCH_WARMUP_OPS 4
+#define BENCH_WARMUP_OPS 6
 
 struct bench_sizes {
 	size_t n;

@@ -4,7 +4,7 @@
 #
 #   bench/mesh/run.sh [--bin DIR] [--hosts 4,8|none] [--rate 4=300mbit,8=100mbit]
 #       [--sizes 1M,16M,128M] [--repeats 3] [--peers ring,mesh,openmpi,raw]
-#       [--limits rate,none]
+#       [--limits rate,none] [--passes 1]
 #       [--no-stripe] [--out DIR]
 #
 # For each host count n: `meshsim up mesh:n` (a full mesh, one cable per pair
@@ -23,7 +23,12 @@
 #            every rank 2S/n to and from every peer at once (the bytes of a
 #            mesh all-reduce); "flow-raw", S each way between ranks 0 and 1
 #            only (one flow per direction on one shaped cable; 16M only)
-# and the same again with the rates removed (--limits rate,none). Every peer
+# and the same again with the rates removed (--limits rate,none). --passes P
+# runs the peers of a case P times in turn, the order reversed every other
+# pass, and takes the medians over all their rounds: this machine drifts by
+# 10-20% over minutes, and a ratio of two rows run one after the other
+# carries all of it (mesh/ring at 16 MiB unlimited, mesh:4: 0.88 in one
+# pass, 0.97-1.01 in four more). Every peer
 # gets the same TCP congestion control (reno: each host namespace's default,
 # and libmeshrun's own default) and the same 512K send buffer (libmeshrun's
 # default; Open MPI's btl_tcp_sndbuf), as in bench/allreduce.
@@ -62,6 +67,7 @@ hosts_list=4,8
 rate=4=300mbit,8=100mbit
 sizes=1M,16M,128M
 repeats=3
+passes=1
 peers=ring,mesh,openmpi,raw
 limits=rate,none
 stripe=1
@@ -81,6 +87,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=$2; shift ;;
 	--sizes) sizes=$2; shift ;;
 	--repeats) repeats=$2; shift ;;
+	--passes) passes=$2; shift ;;
 	--peers) peers=$2; shift ;;
 	--limits) limits=$2; shift ;;
 	--no-stripe) stripe=0 ;;
@@ -106,6 +113,7 @@ rate_for() {
 [[ $rate =~ ^([0-9]+=)?[0-9]+(k|m|g)bit(,([0-9]+=)?[0-9]+(k|m|g)bit)*$ ]] || die "--rate: expected a rate like 500mbit or 2gbit, or 4=300mbit,8=100mbit, got '$rate'"
 [[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die "--sizes: expected a list like 16M,128M, got '$sizes'"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: expected a positive number, got '$repeats'"
+[[ $passes =~ ^[1-9][0-9]*$ ]] || die "--passes: expected a positive number, got '$passes'"
 for p in ${peers//,/ }; do
 	case $p in ring|mesh|openmpi|raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
 done
@@ -156,7 +164,7 @@ trap 'exit 130' INT TERM
 {
 	echo "date: $(date -Is)"
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
-	echo "hosts: $hosts_list; rate per cable and direction: $rate (tc tbf, meshsim fault rate: a bucket of 10 ms at the rate, at least 64K; queue 100 ms); sizes: $sizes; repeats: $repeats"
+	echo "hosts: $hosts_list; rate per cable and direction: $rate (tc tbf, meshsim fault rate: a bucket of 10 ms at the rate, at least 64K; queue 100 ms); sizes: $sizes; repeats: $repeats; passes: $passes"
 	echo "policy: every peer reno (each host namespace's default; libmeshrun's own) and a 512K send buffer (libmeshrun's default; Open MPI --mca btl_tcp_sndbuf 524288)"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	mpirun --version 2>/dev/null | head -1
@@ -256,7 +264,7 @@ set_rates() { # rate|off
 run_ours() {
 	local cs=$1 label=$2 hf=$3 log
 	shift 3
-	log=$out/logs/$cs-$label
+	log=$out/logs/$cs-$label${pass_tag:-}
 	info "$cs: $label"
 	# the mesh logs (MLX_RING_VERBOSE) which schedule auto chose per size class
 	local verbose=()
@@ -278,7 +286,7 @@ run_ours() {
 # Open MPI: rank r in host h(r+1)'s namespace (mpi_netns_wrap.sh), btl tcp
 # on the cables' addresses only (meshconfig gives them 192.168.0.0/16).
 run_mpi() { # case n
-	local cs=$1 n=$2 log=$out/logs/$1-openmpi f
+	local cs=$1 n=$2 log=$out/logs/$1-openmpi${pass_tag:-} f
 	info "$cs: openmpi"
 	rm -rf "$mpi_st"
 	mkdir -p "$mpi_st"
@@ -303,16 +311,27 @@ for n in ${hosts_list//,/ }; do
 	for lim in ${limits//,/ }; do
 		cs=mesh$n-$lim
 		[ "$lim" = rate ] && set_rates "$(rate_for "$n")" && echo "$cs,$(rate_bytes "$(rate_for "$n")")" >>"$out/rates.csv"
-		has_peer ring && run_ours "$cs" ring "$hf_ring"
-		# meshrun picks the mesh on a hostfile with mesh_ips; the program takes
-		# what the environment configures and says which (checked)
-		[ -n "$hf_mesh" ] && run_ours "$cs" mesh "$hf_mesh" --backend any
-		has_peer openmpi && run_mpi "$cs" "$n"
-		if has_peer raw && [ -n "$hf_mesh" ]; then
-			prog=bench-tcp-raw run_ours "$cs" mesh-raw "$hf_mesh" --mesh
-			# one size is enough to see what a cable gives (128M takes 10 s at 100mbit)
-			sizes=16M prog=bench-tcp-raw run_ours "$cs" flow-raw "$hf_mesh" --mesh --pair
-		fi
+		for ((pass = 1; pass <= passes; pass++)); do
+			pass_tag=""
+			[ "$passes" = 1 ] || pass_tag=-p$pass
+			order=(ring mesh openmpi raw)
+			[ $((pass % 2)) = 1 ] || order=(raw openmpi mesh ring)
+			for p in "${order[@]}"; do
+				case $p in
+				ring) has_peer ring && run_ours "$cs" ring "$hf_ring" ;;
+				# meshrun picks the mesh on a hostfile with mesh_ips; the program
+				# takes what the environment configures and says which (checked)
+				mesh) [ -n "$hf_mesh" ] && run_ours "$cs" mesh "$hf_mesh" --backend any ;;
+				openmpi) has_peer openmpi && run_mpi "$cs" "$n" ;;
+				raw)
+					if has_peer raw && [ -n "$hf_mesh" ]; then
+						prog=bench-tcp-raw run_ours "$cs" mesh-raw "$hf_mesh" --mesh
+						# one size is enough to see what a cable gives (128M takes 10 s at 100mbit)
+						sizes=16M prog=bench-tcp-raw run_ours "$cs" flow-raw "$hf_mesh" --mesh --pair
+					fi ;;
+				esac
+			done
+		done
 		[ "$lim" = rate ] && set_rates off
 	done
 	cluster_down
@@ -329,8 +348,17 @@ if [ "$stripe" = 1 ]; then
 	for lim in ${limits//,/ }; do
 		cs=hop-$lim
 		[ "$lim" = rate ] && set_rates "$(rate_for 2)" && echo "$cs,$(rate_bytes "$(rate_for 2)")" >>"$out/rates.csv"
-		run_ours "$cs" two-cables "$hf2"
-		run_ours "$cs" one-cable "$hf1"
+		for ((pass = 1; pass <= passes; pass++)); do
+			pass_tag=""
+			[ "$passes" = 1 ] || pass_tag=-p$pass
+			if [ $((pass % 2)) = 1 ]; then
+				run_ours "$cs" two-cables "$hf2"
+				run_ours "$cs" one-cable "$hf1"
+			else
+				run_ours "$cs" one-cable "$hf1"
+				run_ours "$cs" two-cables "$hf2"
+			fi
+		done
 		[ "$lim" = rate ] && set_rates off
 	done
 	cluster_down

@@ -50,19 +50,24 @@
  * raw TCP without reductions); every rank also waits on every other, so one
  * descheduled rank stalls all. The ring schedule runs over the mesh's own
  * connections to the two ring neighbours (ring.c, mr_ring_all_reduce). With
- * `auto` the first four all-reduces of each size class alternate the mesh
+ * `auto` the first six all-reduces of each size class alternate the mesh
  * schedule and the ring's; the first of each only warms it up (a schedule's
  * first call of a size is several times slower than its later ones: on 4
  * ranks sharing 2 cores, 15 ms against 1.4 ms at 1 MiB, and timing that call
- * chose the ring for every size there), the second of each is timed. The
- * ranks take the larger time of each (a two-double all-reduce, so all choose
- * alike) and keep the faster schedule for that class. Links binding, the mesh
- * wins by far (1.5x and more): two ring calls per class are the price.
+ * chose the ring for every size there), the other two of each are timed and
+ * the faster of the two counts: a call slowed by a descheduled rank (a 20%
+ * blip is common on shared cores) once chose the mesh at 16 MiB where it ran
+ * 0.82x the ring. The ranks take the larger time of each (a two-double
+ * all-reduce, so all choose alike) and keep the mesh only where it is at
+ * least 5% faster: on a near tie the ring, whose two flows per rank cost less
+ * processor time. Links binding, the mesh wins by far (1.4x and more): three
+ * ring calls per class are the price.
  */
-enum { CLS_TRIAL_CALLS = 4, CLS_MESH = CLS_TRIAL_CALLS, CLS_RING };
+enum { CLS_TRIAL_CALLS = 6, CLS_MESH = CLS_TRIAL_CALLS, CLS_RING };
+#define CLS_MESH_MARGIN 0.95 /* the mesh's time at most this share of the ring's */
 struct sched_class {
 	unsigned char state;       /* trial calls made so far, then CLS_MESH or CLS_RING */
-	int64_t t_mesh_us;         /* the timed mesh call */
+	int64_t t_us[2];           /* fastest timed call: [0] mesh, [1] ring */
 };
 
 struct mr_mesh {
@@ -758,7 +763,7 @@ static int mesh_all_reduce(struct meshrun_group *g, void *buf, size_t count, enu
 		return mesh_all_reduce_mesh(g, buf, count, dt, op, err);
 	if (c->state == CLS_RING)
 		return mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
-	/* trial calls 0 and 2 run the mesh schedule, 1 and 3 the ring's; 2 and 3 are timed */
+	/* even trial calls run the mesh schedule, odd ones the ring's; 0 and 1 warm up */
 	int call = c->state++;
 	bool ring = call % 2 == 1;
 	int64_t t0 = mr_now_us();
@@ -767,16 +772,16 @@ static int mesh_all_reduce(struct meshrun_group *g, void *buf, size_t count, enu
 	int64_t t = mr_now_us() - t0;
 	if (rc < 0 || call < 2)
 		return rc;
-	if (!ring) {
-		c->t_mesh_us = t;
+	if (call < 4 || t < c->t_us[ring])
+		c->t_us[ring] = t;
+	if (call < CLS_TRIAL_CALLS - 1)
 		return 0;
-	}
-	double tt[2] = { (double)c->t_mesh_us, (double)t };
+	double tt[2] = { (double)c->t_us[0], (double)c->t_us[1] };
 	/* every rank the same verdict: the slowest rank's times */
 	rc = mesh_all_reduce_mesh(g, tt, 2, MESHRUN_FLOAT64, MR_OP_MAX, err);
 	if (rc < 0)
 		return rc;
-	c->state = tt[1] < tt[0] ? CLS_RING : CLS_MESH;
+	c->state = tt[0] <= CLS_MESH_MARGIN * tt[1] ? CLS_MESH : CLS_RING;
 	mr_ring_log(&m->ctl, "all-reduce of %zu bytes (class 2^%d): mesh schedule %.0f us, ring schedule %.0f us: the %s schedule from now on (MESHRUN_MESH_SCHEDULE=auto)",
 		    bytes, log2_floor(bytes), tt[0], tt[1], c->state == CLS_RING ? "ring" : "mesh");
 	return 0;

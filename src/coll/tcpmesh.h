@@ -11,8 +11,9 @@
  *                          as for the ring (the same socket tuning)
  *   MESHRUN_MESH_SCHEDULE  auto (default), mesh or ring: the all-reduce's
  *                          schedule; auto warms up and times both on each
- *                          size class's first four calls and keeps the
- *                          faster (tcpmesh.c)
+ *                          size class's first six calls and keeps the
+ *                          mesh where it is 5% faster, else the ring
+ *                          (tcpmesh.c)
  *
  * Address matrix: JSON, a list of size rows of size cells. Cell [i][j] is
  * null on the diagonal, else the "ip:port" where rank i is reached by rank j:

@@ -124,9 +124,10 @@
 	X(MESHRUN_MESH_SCHEDULE, "", "mesh", "",                                                \
 	  "the mesh backend's all-reduce schedule: `auto` (default) times the mesh schedule "   \
 	  "and the ring schedule (over the mesh's connections to the two ring neighbours) on "  \
-	  "the first four all-reduces of each size class (a power of two, from 32K, 3 ranks "   \
-	  "and more: mesh, ring, mesh, ring; the first of each warms it up, the second is "    \
-	  "timed), agrees on the slowest rank's times and keeps the faster (logged with "      \
+	  "the first six all-reduces of each size class (a power of two, from 32K, 3 ranks "    \
+	  "and more: mesh, ring, mesh, ring, mesh, ring; the first of each warms it up, the "  \
+	  "faster of the other two counts), agrees on the slowest rank's times and keeps the " \
+	  "mesh where it is at least 5% faster, else the ring (logged with "                  \
 	  "`MLX_RING_VERBOSE`); `mesh` or `ring` forces one; anything else fails init naming "  \
 	  "the variable")                                                                       \
 	X(MESHRUN_SSH_PERSIST, "", "", "",                                                      \
