@@ -108,12 +108,55 @@ bool mr_sim_pid_in_netns(pid_t pid, const char *ns)
 	return ok;
 }
 
+/*
+ * A power cut's first step: SIGSTOP every process of ns until a listing finds
+ * none that was not stopped already (a child forked meanwhile is in the next
+ * listing). SIGKILL one by one would let a survivor see the death of another
+ * (the watchdog reads EOF when sshd dies, and removes its job directory) for
+ * the microseconds between two kills; a stopped process sees nothing.
+ */
+static void freeze_netns(const char *ns, int64_t give_up)
+{
+	pid_t *pids = NULL, *stopped = NULL;
+	size_t n = 0, nstopped = 0, alloc = 0;
+
+	while (mr_now_ms() < give_up && mr_sim_netns_pids(ns, &pids, &n) == 0 && n > 0) {
+		size_t fresh = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			size_t j = 0;
+
+			while (j < nstopped && stopped[j] != pids[i])
+				j++;
+			if (j < nstopped)
+				continue;
+			pid_t *nv = mr_array_grow(stopped, nstopped + 1, &alloc, sizeof(*stopped));
+			if (!nv)
+				goto out;
+			stopped = nv;
+			stopped[nstopped++] = pids[i];
+			kill(pids[i], SIGSTOP);
+			fresh++;
+		}
+		free(pids);
+		pids = NULL;
+		if (fresh == 0)
+			break;
+	}
+out:
+	free(pids);
+	free(stopped);
+}
+
 size_t mr_sim_kill_netns(const char *ns, int wait_ms)
 {
 	int64_t kill_at = mr_now_ms() + MR_MAX(wait_ms, 0), give_up = kill_at + 2000;
 	pid_t *pids = NULL;
 	size_t n = 0, killed = 0;
 	bool first = true;
+
+	if (wait_ms <= 0)
+		freeze_netns(ns, give_up);
 
 	/* TERM once (wait_ms > 0), then KILL every round until none is left: a
 	 * child forked after a round is in the namespace and gets the next one */

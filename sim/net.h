@@ -19,9 +19,9 @@ int mr_sim_list_links(const char *prefix, struct mr_strvec *out);
 int mr_sim_netns_pids(const char *ns, pid_t **pids, size_t *n);
 /* Whether pid is alive and in namespace ns. */
 bool mr_sim_pid_in_netns(pid_t pid, const char *ns);
-/* SIGTERM every process in ns, SIGKILL what is left after wait_ms (0: SIGKILL at
- * once, a power cut: no process of the host outlives another, not even one
- * forked meanwhile); returns how many there were. */
+/* SIGTERM every process in ns, SIGKILL what is left after wait_ms (0: a power
+ * cut: every process SIGSTOPped first, then SIGKILLed, so that none sees
+ * another die, not even one forked meanwhile); returns how many there were. */
 size_t mr_sim_kill_netns(const char *ns, int wait_ms);
 /* rm -rf (does not follow symlinks). */
 int mr_sim_rm_rf(const char *path);
