@@ -19,6 +19,8 @@ case $uri in
 *tcp4://127.0.0.1:*) ;;
 *) echo "mpi_netns_wrap: unexpected PMIx server URI '$uri'" >&2; exit 1 ;;
 esac
+command -v socat >/dev/null 2>&1 ||
+	{ echo "mpi_netns_wrap: rank $r: 'socat' is not installed (the PMIx relay; run.sh installs it unless --no-deps)" >&2; exit 1; }
 sock=$state/pmix-r$r.sock
 rm -f "$sock"
 socat "UNIX-LISTEN:$sock,fork" "TCP:127.0.0.1:$port" </dev/null >/dev/null 2>&1 &
