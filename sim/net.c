@@ -150,13 +150,17 @@ out:
 
 size_t mr_sim_kill_netns(const char *ns, int wait_ms)
 {
-	int64_t kill_at = mr_now_ms() + MR_MAX(wait_ms, 0), give_up = kill_at + 2000;
+	int64_t kill_at, give_up;
 	pid_t *pids = NULL;
 	size_t n = 0, killed = 0;
 	bool first = true;
 
+	/* the freeze has its own bound: a slow one must not use up the kills'
+	 * time and leave the host's processes stopped for good */
 	if (wait_ms <= 0)
-		freeze_netns(ns, give_up);
+		freeze_netns(ns, mr_now_ms() + 2000);
+	kill_at = mr_now_ms() + MR_MAX(wait_ms, 0);
+	give_up = kill_at + 2000;
 
 	/* TERM once (wait_ms > 0), then KILL every round until none is left: a
 	 * child forked after a round is in the namespace and gets the next one */
