@@ -16,7 +16,7 @@ static int mpi_barrier(void *ctx)
 	return 0;
 }
 
-static int mpi_sum(void *ctx, float *buf, size_t count)
+static int mpi_sum(void *ctx, void *buf, size_t count)
 {
 	(void)ctx;
 	MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -25,7 +25,7 @@ static int mpi_sum(void *ctx, float *buf, size_t count)
 
 int main(int argc, char **argv)
 {
-	struct bench_opts o = { BENCH_DEFAULT_SIZES, "openmpi", 5, NULL };
+	struct bench_opts o = { BENCH_DEFAULT_SIZES, "openmpi", 5, NULL, BENCH_FLOAT32 };
 	struct bench_peer peer = { 0, 0, mpi_barrier, mpi_sum, NULL };
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct bench_sizes sz;
@@ -39,6 +39,10 @@ int main(int argc, char **argv)
 	}
 	if (rc != MR_OPT_OK) {
 		fprintf(stderr, "bench-ar-mpi: %s\n", err.msg);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	if (o.dtype != BENCH_FLOAT32) {
+		fprintf(stderr, "bench-ar-mpi: --dtype %s: MPI has no 16-bit float type; this peer times float32 only\n", bench_dtype_name(o.dtype));
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &peer.rank);

@@ -1,5 +1,5 @@
 /*
- * bench-ar-ours - time libmeshrun's in-place float32 all_sum (one process per
+ * bench-ar-ours - time libmeshrun's in-place all_sum, float32 or --dtype (one process per
  * rank, launched like any libmeshrun program: MLX_RANK + MLX_HOSTFILE).
  * Rows as bench_common.h says; run it through bench/allreduce/run.sh.
  */

@@ -5,7 +5,8 @@
  *
  * Method, the same for every peer: per size, one untimed warm-up round, then
  * `repeats` timed rounds; a round is a barrier followed by
- * bench_round_iters(bytes, round) back-to-back in-place float32 sums (the
+ * bench_round_iters(bytes, round) back-to-back in-place sums (float32; a
+ * libmeshrun peer also float16 or bfloat16, --dtype) (the
  * warm-up at least BENCH_WARMUP_OPS), and its row is the mean time of one
  * operation in that round as seen by rank 0. After the timed rounds one
  * untimed sum of (rank + 1) checks the result (n(n+1)/2 everywhere).
@@ -42,28 +43,33 @@ struct bench_sizes {
 	size_t bytes[BENCH_MAX_SIZES]; /* multiples of 4 (float32) */
 };
 
+/* The element type of the sums (--dtype). */
+enum bench_dtype { BENCH_FLOAT32 = 0, BENCH_FLOAT16, BENCH_BFLOAT16 };
+
 /* The options every C peer takes; a peer sets the defaults before parsing. */
 struct bench_opts {
 	const char *sizes;
 	const char *label; /* implementation name in the rows */
 	int repeats;
 	const char *backend; /* --backend: libmeshrun peers only (bench_meshrun.h); NULL when not given */
+	enum bench_dtype dtype; /* --dtype: set by bench_opts_parse; a peer that times float32
+				 * only rejects the others */
 };
 
 /*
  * One peer's collective as bench_run_size() drives it: barrier and an
- * in-place float32 sum of count elements, each 0 or negative on failure
- * (the peer keeps its message in ctx).
+ * in-place sum of count elements of the options' dtype, each 0 or negative
+ * on failure (the peer keeps its message in ctx).
  */
 struct bench_peer {
 	int rank, size;
 	int (*barrier)(void *ctx);
-	int (*sum)(void *ctx, float *buf, size_t count);
+	int (*sum)(void *ctx, void *buf, size_t count);
 	void *ctx;
 };
 
 /*
- * Parse --sizes, --repeats, --label and --backend into o (its values are the defaults)
+ * Parse --sizes, --repeats, --label, --backend and --dtype into o (its values are the defaults)
  * and the size list into sz. Returns MR_OPT_OK; MR_OPT_HELP after printing
  * usage on stdout; else an error for the caller to print (err.msg) and exit 2.
  */
@@ -76,7 +82,10 @@ size_t bench_max_bytes(const struct bench_sizes *sz);
  * 0, 1 when the check failed (printed), or -1 when barrier or sum failed.
  */
 int bench_run_size(const struct bench_peer *p, const struct bench_opts *o, size_t bytes,
-		   float *buf);
+		   void *buf);
+/* Bytes of one element of dtype; its name. */
+size_t bench_dtype_size(enum bench_dtype dtype);
+const char *bench_dtype_name(enum bench_dtype dtype);
 
 /* "4K,1M,128M" -> sizes; errors name the bad entry. */
 int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_err *err);
@@ -86,7 +95,5 @@ int bench_sizes_parse(const char *list, struct bench_sizes *out, struct meshrun_
 int bench_round_iters(size_t bytes, int round);
 double bench_now(void);
 void bench_row(const char *impl, int ranks, size_t bytes, int round, double sec);
-/* 1 when every element of buf equals want, else 0 (prints the first mismatch). */
-int bench_check(const char *impl, const float *buf, size_t count, float want);
 
 #endif

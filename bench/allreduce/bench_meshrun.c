@@ -6,6 +6,7 @@
 struct ctx {
 	struct meshrun_group *g;
 	struct meshrun_err *err;
+	enum meshrun_dtype dt;
 };
 
 static int m_barrier(void *arg)
@@ -15,21 +16,21 @@ static int m_barrier(void *arg)
 	return meshrun_barrier(c->g, c->err);
 }
 
-static int m_sum(void *arg, float *buf, size_t count)
+static int m_sum(void *arg, void *buf, size_t count)
 {
 	struct ctx *c = arg;
 
-	return meshrun_all_sum(c->g, buf, buf, count, MESHRUN_FLOAT32, c->err);
+	return meshrun_all_sum(c->g, buf, buf, count, c->dt, c->err);
 }
 
 int bench_meshrun_main(int argc, char **argv, const char *prog, enum meshrun_backend backend,
 		       const char *label, const char *usage)
 {
-	struct bench_opts o = { BENCH_DEFAULT_SIZES, label, 5, NULL };
+	struct bench_opts o = { BENCH_DEFAULT_SIZES, label, 5, NULL, BENCH_FLOAT32 };
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	struct meshrun_group *g = NULL;
 	struct bench_sizes sz;
-	float *buf = NULL;
+	void *buf = NULL;
 	int rc = bench_opts_parse(argc, argv, usage, &o, &sz, &err);
 
 	if (rc == MR_OPT_HELP)
@@ -50,7 +51,10 @@ int bench_meshrun_main(int argc, char **argv, const char *prog, enum meshrun_bac
 	}
 	if (meshrun_rank(g) == 0) /* which backend the rows are of */
 		fprintf(stderr, "%s: backend %s, %d ranks\n", prog, meshrun_backend_name(g), meshrun_size(g));
-	struct ctx c = { g, &err };
+	static const enum meshrun_dtype dts[] = { [BENCH_FLOAT32] = MESHRUN_FLOAT32,
+						  [BENCH_FLOAT16] = MESHRUN_FLOAT16,
+						  [BENCH_BFLOAT16] = MESHRUN_BFLOAT16 };
+	struct ctx c = { g, &err, dts[o.dtype] };
 	struct bench_peer peer = { meshrun_rank(g), meshrun_size(g), m_barrier, m_sum, &c };
 	size_t maxb = bench_max_bytes(&sz);
 	buf = malloc(maxb);

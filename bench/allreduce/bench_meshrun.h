@@ -1,6 +1,6 @@
 /*
  * bench_meshrun.h - the whole program of a peer that times libmeshrun's
- * in-place float32 all_sum on one backend (bench-ar-ours: ring,
+ * in-place all_sum (float32, or --dtype) on one backend (bench-ar-ours: ring,
  * bench-meshrun-mpi: mpi), with the method and rows of bench_common.h.
  */
 #ifndef MR_BENCH_MESHRUN_H

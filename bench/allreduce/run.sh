@@ -8,6 +8,7 @@
 #       [--peers ours,openmpi,meshrun-mpi,mlx-shim,mlx-openmpi,gloo,tcp-raw]
 #       [--conns 1] [--no-deps] [--no-build] [--cc NAME] [--sndbuf SIZE]
 #       [--legacy] [--ring-cc NAME] [--ring-sndbuf SIZE] [--sys-cc NAME] [--nice N]
+#       [--dtype float32|float16|bfloat16]
 #
 # Topology (--mode netns, the default; root): per rank count n, a ring of n
 # network namespaces mrb-r0..mrb-r<n-1> with one rank each; neighbours are
@@ -70,6 +71,10 @@
 #    what the congestion control and buffers alone are worth.
 #  --ring-cc NAME / --ring-sndbuf SIZE override ours and tcp-raw only,
 #  --sys-cc NAME the namespaces' default (Open MPI, Gloo) only.
+# --dtype NAME: the element type of ours' sums (default float32). float16 and
+# bfloat16 are MLX's training types; no other peer sums them (MPI has no such
+# type), so with them --peers may name only ours and tcp-raw (which moves
+# bytes: the same bound). busbw counts bytes, so rows compare across types.
 # --nice N runs every peer's ranks at that niceness (all peers alike, so that
 # a busy shared machine decides less of the numbers). links.txt records, per
 # peer run, the congestion control and send buffer that rank 0's established
@@ -99,6 +104,7 @@ ring_cc=""
 ring_sndbuf=""
 sys_cc=""
 nice_n=0
+dtype=float32
 deps=1
 do_build=1
 port_base=29500
@@ -129,6 +135,7 @@ while [ $# -gt 0 ]; do
 	--ring-sndbuf) ring_sndbuf=$2; shift ;;
 	--sys-cc) sys_cc=$2; shift ;;
 	--nice) nice_n=$2; shift ;;
+	--dtype) dtype=$2; shift ;;
 	--no-deps) deps=0 ;;
 	--no-build) do_build=0 ;;
 	-h|--help) usage 0 ;;
@@ -187,8 +194,10 @@ fi
 for n in ${ranks_list//,/ }; do
 	[ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "--ranks: $n is not in 2..16"
 done
+case $dtype in float32|float16|bfloat16) ;; *) die "--dtype: float32, float16 or bfloat16, got '$dtype'" ;; esac
 for p in ${peers//,/ }; do
 	case $p in ours|openmpi|meshrun-mpi|mlx-shim|mlx-openmpi|gloo|tcp-raw) ;; *) die "--peers: unknown peer '$p'" ;; esac
+	case $dtype:$p in float32:* | *:ours | *:tcp-raw) ;; *) die "--dtype $dtype: only ours and tcp-raw take it, --peers names '$p'" ;; esac
 done
 if [ "$mode" = netns ] && [ "$(id -u)" -ne 0 ]; then
 	die "--mode netns needs root (network namespaces); use --mode loopback"
@@ -411,7 +420,7 @@ run_peer_inner() { # peer n
 	write_hostfile "$n" "$port" "$hf"
 	info "n=$n pass $pass: $peer"
 	case $peer in
-	ours) MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" ;;
+	ours) MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf run_ranks ours "$n" "$bin/bench-ar-ours" --sizes "$sizes" --repeats "$repeats" --dtype "$dtype" ;;
 	# MESHRUN_MESH_HOSTFILE= : the shim compared on libmeshrun's ring, as ours (its
 	# version line in the log names the backend it got)
 	mlx-shim) MLX_MPI_LIBNAME=$shim MESHRUN_MESH_HOSTFILE= MESHRUN_RING_TCP_CC=$ring_cc MESHRUN_RING_SNDBUF=$ring_sndbuf \
@@ -469,7 +478,7 @@ port=$port_base
 {
 	echo "date: $(date -Is)"
 	echo "host: $(uname -srm), $(nproc) cpus: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
-	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns"
+	echo "mode: $mode; ranks: $ranks_list; sizes: $sizes; repeats: $repeats; passes: $passes; conns per ip: $conns; dtype of ours: $dtype"
 	sys_default=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
 	if [ "$legacy" = 1 ]; then
 		echo "policy: --legacy (NOT the same for every peer)"

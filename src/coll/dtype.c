@@ -2,6 +2,26 @@
 #include "coll/dtype.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
+
+/* The float16/bfloat16 code mr_reduce may use (mr_dtype_set_vec, for tests). */
+static atomic_int vec_level = MR_VEC_BEST;
+
+void mr_dtype_set_vec(enum mr_vec level)
+{
+	atomic_store(&vec_level, (int)level);
+}
+
+static bool vec_at_least(enum mr_vec level)
+{
+	return atomic_load_explicit(&vec_level, memory_order_relaxed) >= (int)level;
+}
 
 static const struct {
 	const char *name;
@@ -177,6 +197,155 @@ uint16_t mr_f32_to_bf16(float f)
 VSUM_FN(sum_f32, float)
 VSUM_FN(sum_f64, double)
 
+/*
+ * float16 and bfloat16 sums, eight elements at a time. The scalar
+ * conversions above branch on every element: a 1 MiB packet reduced at ~0.2
+ * GB/s (float16) and ~0.8 GB/s (bfloat16) on the bench machine, far below
+ * what the links bring in, and these are the dtypes MLX models train in.
+ * Every path gives the scalar path's bits, except which NaN a NaN sum is
+ * (any quiet NaN: the addition picks the operand). float16 sums never make a
+ * float subnormal (the smallest half is 2^-24), so flush-to-zero modes change
+ * nothing there.
+ *
+ * float16: the processor's conversions, four or eight per instruction (F16C
+ * on x86-64, checked at run time; NEON on arm64, always there), rounding to
+ * nearest even. Done with integer operations instead, a half costs ~20 of
+ * them (measured: 0.9 GB/s), so other processors keep the scalar loop.
+ */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MR_F16_VEC 1
+__attribute__((target("avx,f16c"))) static void sum_f16_vec(uint16_t *restrict a,
+							      const uint16_t *restrict b,
+							      size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
+		__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(b + i));
+		__m256 s = _mm256_add_ps(_mm256_cvtph_ps(x), _mm256_cvtph_ps(y));
+		_mm_storeu_si128((__m128i *)(void *)(a + i), _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT));
+	}
+	for (; i < n; i++)
+		a[i] = mr_f32_to_f16(mr_f16_to_f32(a[i]) + mr_f16_to_f32(b[i]));
+}
+
+/* What the processor offers: AVX with the OS saving its registers (XCR0
+ * bits 1 and 2), then F16C and AVX2 on top. Bits of CPU_*. */
+enum { CPU_F16C = 1, CPU_AVX2 = 2 };
+
+static int cpu_probe(void)
+{
+	unsigned int eax, ebx, ecx, edx, lo, hi;
+	const unsigned int avx = bit_AVX | bit_OSXSAVE;
+	int f = 0;
+
+	if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || (ecx & avx) != avx)
+		return 0;
+	__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	(void)hi;
+	if ((lo & 6u) != 6u)
+		return 0;
+	if (ecx & bit_F16C)
+		f |= CPU_F16C;
+	if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & bit_AVX2))
+		f |= CPU_AVX2;
+	return f;
+}
+
+/* The CPU_* bits, asked once; none below MR_VEC_BEST. */
+static int cpu_has(int bits)
+{
+	static atomic_int have = -1; /* not yet asked */
+	int h = atomic_load_explicit(&have, memory_order_relaxed);
+
+	if (h < 0) {
+		h = cpu_probe();
+		atomic_store_explicit(&have, h, memory_order_relaxed);
+	}
+	return vec_at_least(MR_VEC_BEST) ? h & bits : 0;
+}
+
+static bool have_f16_vec(void)
+{
+	return cpu_has(CPU_F16C);
+}
+
+#elif defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FP16_FORMAT_IEEE)
+#define MR_F16_VEC 1
+static void sum_f16_vec(uint16_t *restrict a, const uint16_t *restrict b, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		float16x8_t x = vreinterpretq_f16_u16(vld1q_u16(a + i));
+		float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(b + i));
+		float32x4_t lo = vaddq_f32(vcvt_f32_f16(vget_low_f16(x)), vcvt_f32_f16(vget_low_f16(y)));
+		float32x4_t hi = vaddq_f32(vcvt_high_f32_f16(x), vcvt_high_f32_f16(y));
+		vst1q_u16(a + i, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(lo), hi)));
+	}
+	for (; i < n; i++)
+		a[i] = mr_f32_to_f16(mr_f16_to_f32(a[i]) + mr_f16_to_f32(b[i]));
+}
+
+static bool have_f16_vec(void)
+{
+	return vec_at_least(MR_VEC_BASE);
+}
+#endif
+
+/*
+ * bfloat16: a bfloat16 is the top half of a float, so GCC/Clang vector
+ * extensions do it on any processor: 16-byte vectors (SSE2, NEON), and on
+ * x86-64 with AVX2 32-byte ones, checked at run time (measured on a 1 MiB
+ * packet: ~4.5 and ~10 GB/s). A vector of 32-bit lanes holds two elements
+ * per lane: the low halves are shifted up into floats, the high ones masked,
+ * and each sum rounded back into the half it came from, so the byte order
+ * does not matter. No NaN case: both addends have zero low 16 bits, so a NaN
+ * sum (an addend quieted, or the default NaN) has too, and rounding leaves it
+ * as the scalar path does.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define MR_BF16_VEC 1
+#define BF16_SUM_FN(NAME, VS, ATTR)                                                         \
+	ATTR static void NAME(uint16_t *restrict a, const uint16_t *restrict b, size_t n)   \
+	{                                                                                   \
+		typedef uint32_t vu_t __attribute__((vector_size(VS)));                     \
+		typedef float vf_t __attribute__((vector_size(VS)));                        \
+		enum { E = VS / 2 }; /* elements per vector */                              \
+		size_t i = 0;                                                               \
+		for (; i + E <= n; i += E) {                                                \
+			vu_t x, y;                                                          \
+			memcpy(&x, a + i, sizeof(x));                                       \
+			memcpy(&y, b + i, sizeof(y));                                       \
+			vu_t lo = (vu_t)((vf_t)(x << 16) + (vf_t)(y << 16));                \
+			vu_t hi = (vu_t)((vf_t)(x & 0xffff0000u) + (vf_t)(y & 0xffff0000u)); \
+			/* nearest even: + 0x7fff + lsb carries when the low 16 bits round up */ \
+			lo = (lo + 0x7fffu + ((lo >> 16) & 1u)) >> 16;                      \
+			hi = (hi + 0x7fffu + ((hi >> 16) & 1u)) & 0xffff0000u;              \
+			x = lo | hi;                                                        \
+			memcpy(a + i, &x, sizeof(x));                                       \
+		}                                                                           \
+		for (; i < n; i++)                                                          \
+			a[i] = mr_f32_to_bf16(mr_bf16_to_f32(a[i]) + mr_bf16_to_f32(b[i]));  \
+	}
+BF16_SUM_FN(sum_bf16_16, 16, )
+#if defined(__x86_64__)
+BF16_SUM_FN(sum_bf16_32, 32, __attribute__((target("avx2"))))
+#endif
+
+static void sum_bf16(uint16_t *restrict a, const uint16_t *restrict b, size_t n)
+{
+#if defined(__x86_64__)
+	if (cpu_has(CPU_AVX2)) {
+		sum_bf16_32(a, b, n);
+		return;
+	}
+#endif
+	sum_bf16_16(a, b, n);
+}
+#endif
+
 #define REDUCE_LOOP(T, EXPR)                                                    \
 	do {                                                                    \
 		T *restrict a_ = acc;                                           \
@@ -262,9 +431,21 @@ void mr_reduce(enum mr_op op, enum meshrun_dtype dt, void *acc, const void *in, 
 			REDUCE_FLOAT(double);
 		break;
 	case MESHRUN_FLOAT16:
+#ifdef MR_F16_VEC
+		if (op == MR_OP_SUM && have_f16_vec()) {
+			sum_f16_vec(acc, in, n);
+			break;
+		}
+#endif
 		REDUCE_LOOP(uint16_t, mr_f32_to_f16(half_op(op, mr_f16_to_f32(x), mr_f16_to_f32(y))));
 		break;
 	case MESHRUN_BFLOAT16:
+#ifdef MR_BF16_VEC
+		if (op == MR_OP_SUM && vec_at_least(MR_VEC_BASE)) {
+			sum_bf16(acc, in, n);
+			break;
+		}
+#endif
 		REDUCE_LOOP(uint16_t,
 			    mr_f32_to_bf16(half_op(op, mr_bf16_to_f32(x), mr_bf16_to_f32(y))));
 		break;

@@ -173,6 +173,71 @@ static void test_half_max_min(void **state)
 	}
 }
 
+/*
+ * float16 and bfloat16 sums: the vector paths at each level (F16C or NEON for
+ * float16, SSE2/NEON or AVX2 vectors for bfloat16) give the scalar loops' bits
+ * for every first operand, against zeros, subnormals, the largest finite
+ * values, infinities, NaNs, rounding boundaries and pseudo-random values, at
+ * every position of a block and in the tail; a NaN sum may be any NaN.
+ */
+static bool half_nan(enum meshrun_dtype dt, uint16_t v)
+{
+	return (v & 0x7fffu) > (dt == MESHRUN_FLOAT16 ? 0x7c00u : 0x7f80u);
+}
+
+static void test_half_sum_vector(void **state)
+{
+	enum { N = 65536 + 5 }; /* every value, then a tail of 5 */
+	static const uint16_t special[] = {
+		0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x3c01,
+		0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7d01, 0xfe00, 0x0080, 0x007f,
+		0x7f7f, 0x7f80, 0x7fc0, 0x7f81, 0x3f80, 0xbf80, 0x4000, 0x1000, 0x0200,
+	};
+	static const enum meshrun_dtype dts[] = { MESHRUN_FLOAT16, MESHRUN_BFLOAT16 };
+	uint16_t yv[64];
+	uint16_t *x = malloc(N * sizeof(*x)), *y = malloc(N * sizeof(*y));
+	uint16_t *fast = malloc(N * sizeof(*fast)), *slow = malloc(N * sizeof(*slow));
+	uint32_t seed = 12345;
+
+	(void)state;
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_non_null(fast);
+	assert_non_null(slow);
+	for (size_t k = 0; k < ARRAY_SIZE(yv); k++) {
+		seed = seed * 1103515245u + 12345u;
+		yv[k] = k < ARRAY_SIZE(special) ? special[k] : (uint16_t)(seed >> 16);
+	}
+	for (size_t i = 0; i < N; i++)
+		x[i] = (uint16_t)(i < 65536 ? i : i * 40503u);
+	for (size_t d = 0; d < ARRAY_SIZE(dts); d++) {
+		for (size_t k = 0; k < ARRAY_SIZE(yv); k++) {
+			for (size_t i = 0; i < N; i++)
+				y[i] = yv[(i + k) % ARRAY_SIZE(yv)];
+			memcpy(slow, x, N * sizeof(*x));
+			mr_dtype_set_vec(MR_VEC_NONE);
+			mr_reduce(MR_OP_SUM, dts[d], slow, y, N);
+			for (int lv = MR_VEC_BASE; lv <= MR_VEC_BEST; lv++) {
+				memcpy(fast, x, N * sizeof(*x));
+				mr_dtype_set_vec((enum mr_vec)lv);
+				mr_reduce(MR_OP_SUM, dts[d], fast, y, N);
+				for (size_t i = 0; i < N; i++) {
+					if (half_nan(dts[d], slow[i]) && half_nan(dts[d], fast[i]))
+						continue;
+					if (fast[i] != slow[i])
+						fail_msg("%s, vector level %d: 0x%04x + 0x%04x = 0x%04x, the scalar loop says 0x%04x",
+							 dts[d] == MESHRUN_FLOAT16 ? "float16" : "bfloat16", lv,
+							 x[i], y[i], fast[i], slow[i]);
+				}
+			}
+		}
+	}
+	free(slow);
+	free(fast);
+	free(y);
+	free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +247,7 @@ int main(void)
 		cmocka_unit_test(test_int_bool_float),
 		cmocka_unit_test(test_float_sum_blocks),
 		cmocka_unit_test(test_half_max_min),
+		cmocka_unit_test(test_half_sum_vector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
