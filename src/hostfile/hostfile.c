@@ -506,6 +506,26 @@ static int emit_cell(struct mr_buf *b, const struct mr_rdma_cell *c, int level)
 	}
 }
 
+/* ,\n  "key": [cells...] : a host's row of the rdma or mesh_ips matrix */
+static int emit_row(struct mr_buf *b, const char *key, const struct mr_rdma_cell *cells, size_t n,
+		    int level)
+{
+	if (mr_buf_puts(b, ",\n") < 0 || indent(b, level + 1) < 0 || mr_buf_putc(b, '"') < 0 ||
+	    mr_buf_puts(b, key) < 0 || mr_buf_puts(b, "\": ") < 0)
+		return -1;
+	if (!n)
+		return mr_buf_puts(b, "[]");
+	if (mr_buf_puts(b, "[\n") < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (indent(b, level + 2) < 0 || emit_cell(b, &cells[i], level + 2) < 0 ||
+		    mr_buf_puts(b, i + 1 < n ? ",\n" : "\n") < 0)
+			return -1;
+	if (indent(b, level + 1) < 0)
+		return -1;
+	return mr_buf_putc(b, ']');
+}
+
 static int emit_host(struct mr_buf *b, const struct mr_host *h, int level, bool rdma)
 {
 	if (mr_buf_puts(b, "{\n") < 0 || indent(b, level + 1) < 0 ||
@@ -513,44 +533,10 @@ static int emit_host(struct mr_buf *b, const struct mr_host *h, int level, bool 
 	    mr_buf_puts(b, ",\n") < 0 || indent(b, level + 1) < 0 ||
 	    mr_buf_puts(b, "\"ips\": ") < 0 || emit_strings(b, &h->ips, level + 1) < 0)
 		return -1;
-	if (rdma) {
-		if (mr_buf_puts(b, ",\n") < 0 || indent(b, level + 1) < 0 ||
-		    mr_buf_puts(b, "\"rdma\": ") < 0)
-			return -1;
-		if (!h->nrdma) {
-			if (mr_buf_puts(b, "[]") < 0)
-				return -1;
-		} else {
-			if (mr_buf_puts(b, "[\n") < 0)
-				return -1;
-			for (size_t i = 0; i < h->nrdma; i++)
-				if (indent(b, level + 2) < 0 ||
-				    emit_cell(b, &h->rdma[i], level + 2) < 0 ||
-				    mr_buf_puts(b, i + 1 < h->nrdma ? ",\n" : "\n") < 0)
-					return -1;
-			if (indent(b, level + 1) < 0 || mr_buf_putc(b, ']') < 0)
-				return -1;
-		}
-	}
-	if (h->has_mesh) {
-		if (mr_buf_puts(b, ",\n") < 0 || indent(b, level + 1) < 0 ||
-		    mr_buf_puts(b, "\"mesh_ips\": ") < 0)
-			return -1;
-		if (!h->nmesh) {
-			if (mr_buf_puts(b, "[]") < 0)
-				return -1;
-		} else {
-			if (mr_buf_puts(b, "[\n") < 0)
-				return -1;
-			for (size_t i = 0; i < h->nmesh; i++)
-				if (indent(b, level + 2) < 0 ||
-				    emit_cell(b, &h->mesh[i], level + 2) < 0 ||
-				    mr_buf_puts(b, i + 1 < h->nmesh ? ",\n" : "\n") < 0)
-					return -1;
-			if (indent(b, level + 1) < 0 || mr_buf_putc(b, ']') < 0)
-				return -1;
-		}
-	}
+	if (rdma && emit_row(b, "rdma", h->rdma, h->nrdma, level) < 0)
+		return -1;
+	if (h->has_mesh && emit_row(b, "mesh_ips", h->mesh, h->nmesh, level) < 0)
+		return -1;
 	if (mr_buf_putc(b, '\n') < 0 || indent(b, level) < 0)
 		return -1;
 	return mr_buf_putc(b, '}');
