@@ -40,7 +40,7 @@
 #
 # Method (same for every peer, see bench_common.h): per size a warm-up round,
 # then --repeats timed rounds of back-to-back in-place float32 sums after a
-# barrier; --passes runs every peer that many times, alternating the order,
+# barrier; --passes runs every peer that many times, rotating the order,
 # and the medians are over all rounds. busbw = bytes/t * 2(n-1)/n. tcp-raw:
 # every rank sends and receives bytes * 2(n-1)/n over its two ring links at
 # once (half each way per link); its "busbw" is the per-rank TCP throughput,
@@ -513,13 +513,19 @@ for n in ${ranks_list//,/ }; do
 	[ "$mode" = netns ] && setup_ring "$n"
 	order=(${peers//,/ })
 	for ((pass = 1; pass <= passes; pass++)); do
-		# alternate the order so that no peer always runs first (or last)
+		# rotate the order by one each pass and reverse it every other
+		# pass, so that no peer always runs first (or last) or always
+		# right after the same peer (with the order as given, the shim
+		# ran after an Open MPI job in every pass)
+		rot=()
+		for ((i = 0; i < ${#order[@]}; i++)); do
+			rot+=("${order[$(((i + pass - 1) % ${#order[@]}))]}")
+		done
 		if [ $((pass % 2)) = 0 ]; then
-			rev=()
-			for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[$i]}"); done
-			seq_peers=("${rev[@]}")
+			seq_peers=()
+			for ((i = ${#rot[@]} - 1; i >= 0; i--)); do seq_peers+=("${rot[$i]}"); done
 		else
-			seq_peers=("${order[@]}")
+			seq_peers=("${rot[@]}")
 		fi
 		for p in "${seq_peers[@]}"; do
 			[ -n "$p" ] && run_peer "$p" "$n"
