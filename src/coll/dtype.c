@@ -197,6 +197,45 @@ uint16_t mr_f32_to_bf16(float f)
 VSUM_FN(sum_f32, float)
 VSUM_FN(sum_f64, double)
 
+/*
+ * max/min of float32/float64, two vectors a step: x where x is NaN or x wins,
+ * else y (an ordered comparison with a NaN y is false, so a NaN y is chosen),
+ * which is REDUCE_FLOAT's rule; a choice, not arithmetic, so the bits are the
+ * scalar loop's, NaN payloads and signed zeros included. ~4.5 -> ~15 GB/s
+ * for float32 on the bench machine.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define MR_MINMAX_VEC 1
+#define VMINMAX_FN(NAME, T, U)                                                          \
+	static void NAME(enum mr_op op, T *restrict a, const T *restrict b, size_t n)   \
+	{                                                                               \
+		typedef T v_t __attribute__((vector_size(16)));                         \
+		typedef U m_t __attribute__((vector_size(16)));                         \
+		enum { W = 16 / sizeof(T) };                                            \
+		size_t i = 0;                                                           \
+		for (; i + 2 * W <= n; i += 2 * W) {                                    \
+			v_t x0, x1, y0, y1;                                             \
+			memcpy(&x0, a + i, 16);                                         \
+			memcpy(&x1, a + i + W, 16);                                     \
+			memcpy(&y0, b + i, 16);                                         \
+			memcpy(&y1, b + i + W, 16);                                     \
+			m_t t0 = (m_t)(x0 != x0) | (m_t)(op == MR_OP_MAX ? x0 > y0 : x0 < y0); \
+			m_t t1 = (m_t)(x1 != x1) | (m_t)(op == MR_OP_MAX ? x1 > y1 : x1 < y1); \
+			x0 = (v_t)(((m_t)x0 & t0) | ((m_t)y0 & ~t0));                  \
+			x1 = (v_t)(((m_t)x1 & t1) | ((m_t)y1 & ~t1));                  \
+			memcpy(a + i, &x0, 16);                                         \
+			memcpy(a + i + W, &x1, 16);                                     \
+		}                                                                       \
+		for (; i < n; i++) {                                                    \
+			T x = a[i], y = b[i];                                           \
+			a[i] = isnan(x) ? x : isnan(y) ? y : op == MR_OP_MAX ? (x > y ? x : y) \
+										: (x < y ? x : y); \
+		}                                                                       \
+	}
+VMINMAX_FN(minmax_f32, float, uint32_t)
+VMINMAX_FN(minmax_f64, double, uint64_t)
+#endif
+
 /* The scalar float16/bfloat16 operation: in float, max/min with NaN winning. */
 static float half_op(enum mr_op op, float x, float y)
 {
@@ -470,16 +509,26 @@ void mr_reduce(enum mr_op op, enum meshrun_dtype dt, void *acc, const void *in, 
 	case MESHRUN_UINT32: REDUCE_INT(uint32_t); break;
 	case MESHRUN_UINT64: REDUCE_INT(uint64_t); break;
 	case MESHRUN_FLOAT32:
-		if (op == MR_OP_SUM)
+		if (op == MR_OP_SUM) {
 			sum_f32(acc, in, n);
-		else
-			REDUCE_FLOAT(float);
+			break;
+		}
+#ifdef MR_MINMAX_VEC
+		minmax_f32(op, acc, in, n);
+#else
+		REDUCE_FLOAT(float);
+#endif
 		break;
 	case MESHRUN_FLOAT64:
-		if (op == MR_OP_SUM)
+		if (op == MR_OP_SUM) {
 			sum_f64(acc, in, n);
-		else
-			REDUCE_FLOAT(double);
+			break;
+		}
+#ifdef MR_MINMAX_VEC
+		minmax_f64(op, acc, in, n);
+#else
+		REDUCE_FLOAT(double);
+#endif
 		break;
 	case MESHRUN_FLOAT16:
 #ifdef MR_F16_VEC

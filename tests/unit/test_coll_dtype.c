@@ -2,6 +2,7 @@
 #include "common/compat.h"
 #include "coll/dtype.h"
 
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -147,6 +148,66 @@ static void test_float_sum_blocks(void **state)
 }
 
 /*
+ * max/min of float32/float64 (two 16-byte vectors a step, then a scalar tail)
+ * choose exactly what the scalar rule does - x if x is NaN, else y if y is
+ * NaN, else the larger/smaller, y on a tie - bit for bit (NaN payloads, signed
+ * zeros) for every pair of special values, at every offset and length.
+ */
+#define MINMAX_REF(op, x, y)                                                     \
+	(isnan(x) ? (x) : isnan(y) ? (y) : (op) == MR_OP_MAX ? ((x) > (y) ? (x) : (y)) \
+							      : ((x) < (y) ? (x) : (y)))
+
+static void test_float_minmax_blocks(void **state)
+{
+	const float fs[] = { 0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, -NAN,
+			     1e-40f, -1e-40f, 3.5f, 3.5f /* [11]: a NaN with a payload */, FLT_MAX, -FLT_MAX, 2.0f, 0.5f };
+	const double ds[] = { 0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, -NAN,
+			      1e-310, -1e-310, 3.5, 3.5, DBL_MAX, -DBL_MAX, 2.0, 0.5 };
+	enum { K = 16, N = K * K + 7 };
+	float fa[N], fb[N], fw[N];
+	double da[N], db[N], dw[N];
+	float fp[K];
+	uint32_t payload = 0x7fc01234u; /* a NaN with a payload, to see it kept */
+
+	(void)state;
+	assert_int_equal(ARRAY_SIZE(fs), K);
+	assert_int_equal(ARRAY_SIZE(ds), K);
+	memcpy(fp, fs, sizeof(fp));
+	memcpy(&fp[11], &payload, sizeof(payload));
+	for (int op = MR_OP_MAX; op <= MR_OP_MIN; op++) {
+		/* every pair alone: the scalar tail */
+		for (size_t p = 0; p < K; p++) {
+			for (size_t q = 0; q < K; q++) {
+				float f = fp[p], fw1 = MINMAX_REF(op, fp[p], fp[q]);
+				double d = ds[p], dw1 = MINMAX_REF(op, ds[p], ds[q]);
+				mr_reduce((enum mr_op)op, MESHRUN_FLOAT32, &f, &fp[q], 1);
+				mr_reduce((enum mr_op)op, MESHRUN_FLOAT64, &d, &ds[q], 1);
+				assert_memory_equal(&f, &fw1, sizeof(f));
+				assert_memory_equal(&d, &dw1, sizeof(d));
+			}
+		}
+		for (size_t off = 0; off < 3; off++) {
+			for (size_t n = off; n <= N; n += 37) {
+				for (size_t i = 0; i < N; i++) {
+					fa[i] = fp[i % K];
+					fb[i] = fp[(i / K) % K];
+					da[i] = ds[i % K];
+					db[i] = ds[(i / K) % K];
+				}
+				for (size_t i = 0; i < N; i++) {
+					fw[i] = i >= off && i < n ? MINMAX_REF(op, fa[i], fb[i]) : fa[i];
+					dw[i] = i >= off && i < n ? MINMAX_REF(op, da[i], db[i]) : da[i];
+				}
+				mr_reduce((enum mr_op)op, MESHRUN_FLOAT32, fa + off, fb + off, n - off);
+				mr_reduce((enum mr_op)op, MESHRUN_FLOAT64, da + off, db + off, n - off);
+				assert_memory_equal(fa, fw, sizeof(fa));
+				assert_memory_equal(da, dw, sizeof(da));
+			}
+		}
+	}
+}
+
+/*
  * max/min of float16 and bfloat16: a NaN on either side wins, as for float32, so
  * the result does not depend on which rank's buffer is the accumulator; and the
  * larger/smaller finite value otherwise.
@@ -251,6 +312,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_int_bool_float),
 		cmocka_unit_test(test_float_sum_blocks),
+		cmocka_unit_test(test_float_minmax_blocks),
 		cmocka_unit_test(test_half_max_min),
 		cmocka_unit_test(test_half_vector),
 	};
