@@ -5,9 +5,9 @@
  *
  * Method, the same for every peer: per size, one untimed warm-up round, then
  * `repeats` timed rounds; a round is a barrier followed by
- * bench_round_iters(bytes, round) back-to-back in-place sums (float32; a
- * libmeshrun peer also float16 or bfloat16, --dtype) (the
- * warm-up at least BENCH_WARMUP_OPS), and its row is the mean time of one
+ * bench_round_iters(bytes, round) back-to-back in-place sums (the warm-up
+ * at least BENCH_WARMUP_OPS) of float32, or with --dtype (libmeshrun peers)
+ * float16 or bfloat16, and its row is the mean time of one
  * operation in that round as seen by rank 0. After the timed rounds one
  * untimed sum of (rank + 1) checks the result (n(n+1)/2 everywhere).
  *

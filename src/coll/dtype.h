@@ -23,7 +23,7 @@ const char *mr_op_name(enum mr_op op);
 void mr_reduce(enum mr_op op, enum meshrun_dtype dt, void *acc, const void *in, size_t n);
 
 /*
- * Which float16/bfloat16 sum code mr_reduce may use, so that a test can
+ * Which float16/bfloat16 code mr_reduce may use, so that a test can
  * compare them all on one machine: MR_VEC_NONE the scalar loops,
  * MR_VEC_BASE what every processor of the architecture has (SSE2, NEON),
  * MR_VEC_BEST (the default) also what this processor was found to have at
