@@ -3,7 +3,7 @@
 # (scripts/rxe-guest.sh boots it). Usage: guest_jaccl.sh BIN_DIR [CASE...]
 # Options: --max-size BYTES (largest buffer of the test program, default 1M).
 # The run_rdma.sh default is 16M (several minutes under TCG).
-# Cases: mesh4 ring4x2 shim kill pull baddev (default: all six).
+# Cases: layer mesh4 ring4x2 shim kill pull baddev (default: all).
 #
 # Every case runs through the real launcher, as a user would:
 #   meshrun --hostfile F --backend jaccl|jaccl-ring -- meshrun-allreduce-test ...
@@ -21,7 +21,9 @@ MAXSIZE=1M
 if [ "${1:-}" = --max-size ]; then MAXSIZE=$2; shift 2; fi
 PROG=$BIN/meshrun-allreduce-test
 MESHRUN=$BIN/meshrun
-CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(mesh4 ring4x2 shim kill pull baddev)
+AVLIB=$BIN/../lib/libmeshsim-appleverbs.so
+STAT=$BIN/meshsim-appleverbs-stat
+CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(layer mesh4 ring4x2 shim kill pull baddev)
 T=/tmp/jaccl-guest; mkdir -p "$T"
 . "$(dirname "$0")/guest_lib.sh"
 PORT=29500
@@ -237,6 +239,48 @@ case_pull() {
 		ok "cable 1-2 pulled mid all_sum (after $its iterations, at $tk s): every rank failed naming that cable; meshrun exit 3 ($(since "$t0") s)"
 		while IFS= read -r l; do [[ $l =~ all_sum\ failed ]] && echo "${l:0:220}"; done <"$T/pull.err"
 	else ko "pull: meshrun exit $rc after the cable went down at $tk s"; show pull; fi
+}
+
+# meshsim's Apple RDMA layer (sim/appleverbs) on one cable, in both delivery
+# modes: appleverbs-check calls each verb the rules are about (before and
+# after the cable's interfaces get IPv4 addresses), and the layer's counters
+# must show what it held (apple) or lost (uc-strict). Then today's RC path
+# of jaccl (MESHRUN_JACCL_QP=rc) must fail under the layer at QP creation:
+# the layer can fail a test.
+case_layer() {
+	local mode t0=$EPOCHREALTIME bad=0 rc l
+	[ -e /sys/class/infiniband/rxe_la ] || cable la lb rxe_la rxe_lb || { ko "layer: cable setup failed"; return; }
+	wait_ready rxe_la rxe_lb || { ko "layer: devices not ready"; return; }
+	for mode in apple uc-strict; do
+		ip -4 addr flush dev la; ip -4 addr flush dev lb
+		"$STAT" --reset -q
+		LD_PRELOAD=$AVLIB MESHSIM_APPLE_VERBS=$mode "$BIN/appleverbs-check" noip rxe_la rxe_lb >"$T/layer-$mode.out" 2>&1 || bad=1
+		ip addr add 10.78.0.1/30 dev la && ip addr add 10.78.0.2/30 dev lb
+		LD_PRELOAD=$AVLIB MESHSIM_APPLE_VERBS=$mode "$BIN/appleverbs-check" ip rxe_la rxe_lb >>"$T/layer-$mode.out" 2>&1 || bad=1
+		"$STAT" >>"$T/layer-$mode.out"
+		if [ $mode = apple ]; then has "$T/layer-$mode.out" "^held [1-9]" || bad=1
+		else has "$T/layer-$mode.out" "^drops [1-9]" || bad=1; fi
+		ip -4 addr flush dev la; ip -4 addr flush dev lb
+	done
+	# the QP type the rules refuse, through the real launcher and libmeshrun
+	BAD_CELL() { if [ $1 = $2 ]; then echo null; elif [ $1 = 0 ]; then echo '"rxe_la"'; else echo '"rxe_lb"'; fi; }
+	ip addr add 10.78.0.1/30 dev la && ip addr add 10.78.0.2/30 dev lb
+	hostfile "$T/layer-rc.json" jaccl 2 BAD_CELL
+	launch layerrc "$T/layer-rc.json" jaccl --env MESHRUN_TIMEOUT=20 --env LD_PRELOAD=$AVLIB --env MESHRUN_JACCL_QP=rc -- "$PROG" --ignore-sigterm --max-size 4K -q
+	wait $MR_PID; rc=$?
+	ip -4 addr flush dev la; ip -4 addr flush dev lb
+	[ $rc = 2 ] || bad=1
+	for r in 0 1; do
+		has "$T/layerrc.err" "^\[rank $r 127\.0\.0\.1\] meshrun-allreduce-test: init: .*(ibv_create_qp \(RC\)|ibv_create_comp_channel) on 'rxe_l[ab]': Operation not supported" || bad=1
+	done
+	if [ $bad = 0 ]; then
+		ok "Apple layer on rxe_la/rxe_lb, apple and uc-strict: every rule refused or held as the table says; jaccl's RC queue pairs fail at creation under it, meshrun exit 2 ($(since "$t0") s)"
+		has "$T/layerrc.err" "ibv_create_qp" && while IFS= read -r l; do [[ $l =~ ibv_create_qp ]] && echo "${l:0:220}"; done <"$T/layerrc.err"
+	else
+		ko "layer: meshrun exit $rc"
+		for mode in apple uc-strict; do echo "--- $mode:"; cat "$T/layer-$mode.out"; done
+		echo "--- jaccl rc under the layer:"; tail -8 "$T/layerrc.err"
+	fi
 }
 
 case_baddev() {
