@@ -13,6 +13,7 @@
 #include "sim/appleverbs/appleverbs.h"
 #include "sim/appleverbs/rules.h"
 #include "sim/appleverbs/state.h"
+#include "common/errname.h"
 #include "meshrun/err.h"
 
 #include <arpa/inet.h>
@@ -22,6 +23,7 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 /* verbs.h makes these macros around inline helpers; the layer defines the real entry points */
@@ -208,7 +210,7 @@ static int refuse(enum av_stat_id id, int e, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(what, sizeof(what), fmt, ap);
 		va_end(ap);
-		say("meshsim-appleverbs: refused %s: %s", what, av_errno_name(e));
+		say("meshsim-appleverbs: refused %s: %s", what, mr_errno_name(e));
 	}
 	errno = e;
 	return e;
@@ -424,6 +426,49 @@ static void flush_held(struct lqp *q)
 	}
 }
 
+/*
+ * Apple's hardware delivers a held SEND by itself once the peer posts its
+ * RECV, whatever the sender does meanwhile (it may be blocked elsewhere, as
+ * meshrun-rdma-probe is, on its socket): while any SEND is held, a thread
+ * of the layer posts what it can every millisecond.
+ */
+static bool flusher_running;
+
+static void *flusher(void *arg)
+{
+	struct timespec ts = { 0, 1000000 };
+	bool any = true;
+
+	(void)arg;
+	while (any) {
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&mu);
+		any = false;
+		for (struct lqp *q = qps; q; q = q->next) {
+			flush_held(q);
+			any = any || q->hn;
+		}
+		if (!any)
+			flusher_running = false;
+		pthread_mutex_unlock(&mu);
+	}
+	return NULL;
+}
+
+/* Under mu: make sure the flusher runs. */
+static void start_flusher(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+
+	if (flusher_running)
+		return;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	flusher_running = pthread_create(&t, &a, flusher, NULL) == 0;
+	pthread_attr_destroy(&a);
+}
+
 static int hold(struct lqp *q, const struct ibv_send_wr *wr)
 {
 	if (q->hn == q->hcap) {
@@ -446,6 +491,7 @@ static int hold(struct lqp *q, const struct ibv_send_wr *wr)
 	h->wr.sg_list = &h->sge;
 	q->hn++;
 	av_stat_add(shm, AV_STAT_held);
+	start_flusher();
 	return 0;
 }
 

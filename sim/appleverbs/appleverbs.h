@@ -35,7 +35,8 @@
  * Delivery of a SEND for which the peer has no RECV posted:
  *  - apple (default, the rules' "held"): the layer holds it until the peer
  *    posts one (it posts the held SENDs, in order, from the sender's next
- *    ibv_post_send or ibv_poll_cq); a dead or stopped peer raises nothing,
+ *    ibv_post_send or ibv_poll_cq, or within a millisecond from a thread of
+ *    its own, as hardware would); a dead or stopped peer raises nothing,
  *    the SEND just never completes;
  *  - uc-strict ("dropped"): soft-RoCE's own UC: the SEND leaves at once and
  *    is lost. The layer counts it (drops), so a protocol that sends without

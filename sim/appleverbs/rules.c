@@ -5,42 +5,9 @@
 #include "sim/appleverbs/rules.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/errname.h"
 #include "common/fdio.h"
 #include "common/json.h"
-
-/* The errno names a rules file may use (Linux values; the probe writes names). */
-#define AV_ERRNO_MAP(X)                                                                 \
-	X(EPERM) X(ENOENT) X(EIO) X(EAGAIN) X(ENOMEM) X(EACCES) X(EFAULT) X(EBUSY)      \
-	X(EEXIST) X(ENODEV) X(EINVAL) X(ENFILE) X(EMFILE) X(ENOSPC) X(ERANGE) X(ENOSYS) \
-	X(EPROTONOSUPPORT) X(EOPNOTSUPP) X(EADDRNOTAVAIL) X(ENETDOWN) X(ENETUNREACH)    \
-	X(ECONNRESET) X(ENOBUFS) X(ETIMEDOUT) X(ECONNREFUSED) X(EHOSTUNREACH)
-
-static const struct {
-	const char *name;
-	int value;
-} errnos[] = {
-#define AV_ERRNO_ROW(e) { #e, e },
-	AV_ERRNO_MAP(AV_ERRNO_ROW)
-#undef AV_ERRNO_ROW
-};
-
-int av_errno_from_name(const char *name)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(errnos); i++)
-		if (strcmp(errnos[i].name, name) == 0)
-			return errnos[i].value;
-	if (strcmp(name, "ENOTSUP") == 0) /* Darwin spells EOPNOTSUPP's twin apart */
-		return EOPNOTSUPP;
-	return -1;
-}
-
-const char *av_errno_name(int e)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(errnos); i++)
-		if (errnos[i].value == e)
-			return errnos[i].name;
-	return "E?";
-}
 
 static const char *const qpt_names[AV_QPT_COUNT] = { "RC", "UC", "UD", "OTHER" };
 static const char *const op_names[AV_OP_COUNT] = {
@@ -219,7 +186,7 @@ static int parse_row(const struct row *w, const cJSON *obj, const char *fname,
 	} else {
 		const char *s;
 		rc = mr_json_want_string(e, fname, p, &s, err);
-		int en = rc == 0 ? av_errno_from_name(s) : 0;
+		int en = rc == 0 ? mr_errno_from_name(s) : 0;
 		if (rc == 0 && en < 0)
 			rc = mr_json_err(err, fname, p, "unknown errno name '%s' (e.g. \"EBUSY\")", s);
 		else if (rc == 0)

@@ -11,10 +11,10 @@
  *                            "source": "...", "confidence": "high" }, ... },
  *     ... any other top-level keys (the probe's "observed" section) }
  * "value" is required in every row given; "errno" only where the rule names
- * one (a symbolic name: Darwin and Linux number them differently); "source"
- * and "confidence" are for the reader. A rule the file does not give keeps
- * its default (the built-in table below, which apple-rules.json repeats: the
- * unit test keeps the two equal). An unknown rule, a wrong type or an unknown
+ * one (a symbolic name, common/errname.h: Darwin and Linux number them
+ * differently); "source" and "confidence" are for the reader. A rule the
+ * file does not give keeps its default (the built-in table below, which
+ * apple-rules.json repeats: the unit test keeps the two equal). An unknown rule, a wrong type or an unknown
  * errno name is an error naming the file and the row.
  *
  * No verbs types here (the table is unit tested where libibverbs is absent):
@@ -84,9 +84,6 @@ int av_rules_parse(const char *text, size_t len, const char *name, struct av_rul
 		   struct meshrun_err *err);
 int av_rules_load(const char *path, struct av_rules *r, struct meshrun_err *err);
 
-/* errno by symbolic name ("EBUSY" -> EBUSY), -1 when unknown; and back ("E?" for unknown). */
-int av_errno_from_name(const char *name);
-const char *av_errno_name(int e);
 /* Names of the bits: "RC", "UC", "UD", "OTHER"; "SEND", "SEND_WITH_IMM", "RDMA_WRITE", ... */
 const char *av_qpt_name(int t);
 const char *av_op_name(int op);

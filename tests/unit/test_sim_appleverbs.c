@@ -3,6 +3,7 @@
 #include "sim/appleverbs/rules.h"
 #include "sim/appleverbs/state.h"
 #include "common/err.h"
+#include "common/errname.h"
 #include "meshrun/err.h"
 
 #include <setjmp.h>
@@ -106,12 +107,14 @@ static void test_errors(void **state)
 static void test_errno_names(void **state)
 {
 	(void)state;
-	assert_int_equal(av_errno_from_name("EBUSY"), EBUSY);
-	assert_int_equal(av_errno_from_name("EOPNOTSUPP"), EOPNOTSUPP);
-	assert_int_equal(av_errno_from_name("ETIMEDOUT"), ETIMEDOUT);
-	assert_int_equal(av_errno_from_name("ENOPE"), -1);
-	assert_string_equal(av_errno_name(EBUSY), "EBUSY");
-	assert_string_equal(av_errno_name(ENOMEM), "ENOMEM");
+	assert_int_equal(mr_errno_from_name("EBUSY"), EBUSY);
+	assert_int_equal(mr_errno_from_name("EOPNOTSUPP"), EOPNOTSUPP);
+	assert_int_equal(mr_errno_from_name("ENOTSUP"), EOPNOTSUPP);
+	assert_int_equal(mr_errno_from_name("ETIMEDOUT"), ETIMEDOUT);
+	assert_int_equal(mr_errno_from_name("ENOPE"), -1);
+	assert_string_equal(mr_errno_name(EBUSY), "EBUSY");
+	assert_string_equal(mr_errno_name(ENOMEM), "ENOMEM");
+	assert_string_equal(mr_errno_name(-7), "E?");
 	assert_string_equal(av_qpt_name(AV_QPT_UC), "UC");
 	assert_string_equal(av_op_name(AV_OP_SEND_IMM), "SEND_WITH_IMM");
 }
