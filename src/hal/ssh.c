@@ -49,11 +49,17 @@ static void conn_step(struct conn *c)
 	do {
 		progress = false;
 		for (struct job *j = c->head, *next; j; j = next) {
+			unsigned unlinks = c->unlinks;
+
 			next = j->next;
 			if (mr_ssh_job_step(j))
 				progress = true;
 			if (c->broken)
 				break;
+			if (c->unlinks != unlinks) { /* next may be gone: walk again */
+				progress = true;
+				break;
+			}
 		}
 		if (c->broken) {
 			if (c->stale) {
