@@ -64,13 +64,14 @@ const char mr_launch_setup_script[] =
 	 * that no file of ours lands in a directory a stopped host keeps unmarked,
 	 * wait for the mark (first 2 ms: the watchdog's mkdir is usually about to
 	 * end); after about a second (no watchdog there) make it here.
-	 * Taken if there (no exec of mkdir): ours, no link; the second mkdir only
-	 * says why not */
+	 * Taken if there (no exec of mkdir): ours, no link; also when our mkdir
+	 * fails because a watchdog slower than our wait made it meanwhile (a
+	 * loaded host); the last mkdir only says why not */
 	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0; s=0.002\n"
 	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
 	"      sleep $s; s=0.01; i=$((i + 1)); done\n"
-	"    { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } || mkdir -m 700 \"$d\" 2>/dev/null ||\n"
-	"      { mkdir -m 700 \"$d\"; exit 4; }\n"
+	"    ours() { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; }\n"
+	"    ours || mkdir -m 700 \"$d\" 2>/dev/null || ours || { mkdir -m 700 \"$d\"; exit 4; }\n"
 	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
 	/* a failed write (a full disk) takes the directory with it: meshrun hears of none */
 	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" ||\n"
