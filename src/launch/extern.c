@@ -313,7 +313,7 @@ static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
 		}
 	}
 	if (!x->plan->all_local) {
-		const char *cfg = o->ssh_config ? o->ssh_config : getenv("MESHRUN_SSH_CONFIG");
+		const char *cfg = o->ssh.config ? o->ssh.config : getenv("MESHRUN_SSH_CONFIG");
 
 		rc = mr_launch_mpi_ssh_arg(cfg, &o->mpi_args, getenv("OMPI_MCA_plm_rsh_args"), &margs, err);
 		if (rc < 0)
