@@ -2,13 +2,14 @@
  * test_hints.c - every flag a hint names exists in the tool that prints it:
  * the hal's hints (hal.h, mr_hal_hints: meshrun and meshconfig both print them)
  * against both option tables, meshrun's own (launch/hints.h) against meshrun's,
- * a flag inside a quoted 'meshconfig ...' or 'meshrun ...' command against
- * that tool's. Also: which hint fits which failure (a changed key is never
+ * meshconfig's own (config_impl.h) against meshconfig's, a flag inside a
+ * quoted 'meshconfig ...' or 'meshrun ...' command against that tool's. Also: which hint fits which failure (a changed key is never
  * "accept it"), and the shared ssh options are in both tables.
  */
 #include "common/compat.h"
 #include "common/optdoc.h"
 #include "config/config.h"
+#include "config/config_impl.h"
 #include "hal/hal.h"
 #include "launch/hints.h"
 #include "launch/launch.h"
@@ -109,6 +110,15 @@ static void test_launch_hints_name_meshrun_flags(void **state)
 	assert_true(flags >= 8);
 }
 
+static void test_config_hints_name_meshconfig_flags(void **state)
+{
+	int flags = 0;
+
+	(void)state;
+	assert_int_equal(check_hint(MR_CONFIG_HINT_NOT_A_MAC, meshconfig_table(), "meshconfig", &flags), 0);
+	assert_int_equal(flags, 2);
+}
+
 /* The checker itself: a flag that does not exist is caught, quotes switch tools. */
 static void test_checker_catches_a_missing_flag(void **state)
 {
@@ -160,6 +170,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hal_hints_name_flags_of_both_tools),
 		cmocka_unit_test(test_launch_hints_name_meshrun_flags),
+		cmocka_unit_test(test_config_hints_name_meshconfig_flags),
 		cmocka_unit_test(test_checker_catches_a_missing_flag),
 		cmocka_unit_test(test_shared_ssh_options_in_both_tables),
 		cmocka_unit_test(test_hint_fits_the_failure),
