@@ -462,28 +462,42 @@ static void bash_value_arms(FILE *f, const struct mr_opt *opts)
 	}
 }
 
-/* "--flag" and "-x" words at the start of the option lines of a --help text. */
-static void bash_words_from_help(FILE *f, const char *text)
+/* The "--flag" and "-x" words at the start of the option lines of a --help
+ * text (but -h/--help), appended to out; -1 when out of memory. */
+static int flags_from_help(const char *text, struct mr_strvec *out)
 {
 	struct mr_strvec lines = MR_STRVEC_INIT;
+	int rc = mr_strvec_split(&lines, text, '\n', true);
 
-	if (mr_strvec_split(&lines, text, '\n', true) < 0)
-		return;
-	for (size_t i = 0; i < lines.nr; i++) {
+	for (size_t i = 0; rc == 0 && i < lines.nr; i++) {
 		const char *l = lines.v[i];
 
 		if (strncmp(l, "  -", 3))
 			continue;
-		for (const char *p = l + 2; *p == '-';) {
+		for (const char *p = l + 2; rc == 0 && *p == '-';) {
 			size_t n = strspn(p, "-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+			char *w = strndup(p, n);
 
-			if (strncmp(p, "--help", n) && strncmp(p, "-h", n))
-				fprintf(f, " %.*s", (int)n, p);
+			if (!w || (strcmp(w, "--help") && strcmp(w, "-h") && mr_strvec_push(out, w) < 0))
+				rc = -1;
+			free(w);
 			p += n;
 			p += strspn(p, ", ");
 		}
 	}
 	mr_strvec_release(&lines);
+	return rc;
+}
+
+/* " --flag -x" for a subcommand that has no table: the flags of its --help. */
+static void bash_words_from_help(FILE *f, const char *text)
+{
+	struct mr_strvec flags = MR_STRVEC_INIT;
+
+	if (flags_from_help(text, &flags) == 0)
+		for (size_t i = 0; i < flags.nr; i++)
+			fprintf(f, " %s", flags.v[i]);
+	mr_strvec_release(&flags);
 }
 
 static void write_bash(FILE *f, const struct mr_optdoc *d)
@@ -627,25 +641,12 @@ static void zsh_specs(FILE *f, const struct mr_opt *opts, const char *indent)
 /* A subcommand without a table: the flags of its --help, each as a bare option. */
 static void zsh_specs_from_help(FILE *f, const char *text, const char *indent)
 {
-	struct mr_strvec lines = MR_STRVEC_INIT;
+	struct mr_strvec flags = MR_STRVEC_INIT;
 
-	if (mr_strvec_split(&lines, text, '\n', true) < 0)
-		return;
-	for (size_t i = 0; i < lines.nr; i++) {
-		const char *l = lines.v[i];
-
-		if (strncmp(l, "  -", 3))
-			continue;
-		for (const char *p = l + 2; *p == '-';) {
-			size_t n = strspn(p, "-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
-
-			if (strncmp(p, "--help", n) && strncmp(p, "-h", n))
-				fprintf(f, " \\\n%s'%.*s'", indent, (int)n, p);
-			p += n;
-			p += strspn(p, ", ");
-		}
-	}
-	mr_strvec_release(&lines);
+	if (flags_from_help(text, &flags) == 0)
+		for (size_t i = 0; i < flags.nr; i++)
+			fprintf(f, " \\\n%s'%s'", indent, flags.v[i]);
+	mr_strvec_release(&flags);
 }
 
 static void write_zsh(FILE *f, const struct mr_optdoc *d)

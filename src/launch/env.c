@@ -81,8 +81,14 @@ static bool set_per_job(const char *name, size_t n)
 bool mr_launch_env_inherited(const char *kv)
 {
 	const char *eq = strchr(kv, '=');
+	char name[128];
 
-	return eq && !strncmp(kv, "MESHRUN_", 8) && !set_per_job(kv, (size_t)(eq - kv));
+	if (!eq || strncmp(kv, "MESHRUN_", 8) || (size_t)(eq - kv) >= sizeof(name))
+		return false;
+	memcpy(name, kv, (size_t)(eq - kv));
+	name[eq - kv] = '\0';
+	/* a name no shell could export is none of ours: skipped, not an error */
+	return mr_is_env_name(name) && !set_per_job(kv, (size_t)(eq - kv));
 }
 
 int mr_launch_env_inherit(char *const *environ_, struct mr_strvec *env, struct meshrun_err *err)

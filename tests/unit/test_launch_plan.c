@@ -391,6 +391,7 @@ static void test_plan_env_inherit(void **state)
 	assert_false(mr_launch_env_inherited("MESHRUN_HOSTFILE=/x"));
 	assert_false(mr_launch_env_inherited("MLX_RANK=3"));
 	assert_false(mr_launch_env_inherited("MESHRUN_X")); /* no '=': not from an environment */
+	assert_false(mr_launch_env_inherited("MESHRUN_A-B=1")); /* no shell name: skipped, no error */
 
 	plan_of(ARGV("--env", "NOEQ", "true"), &o, &p, MESHRUN_E_USAGE, "expected NAME=VALUE ('NOEQ=' for an empty value)");
 	plan_of(ARGV("--env", "EMPTY=", "-n", "1", "true"), &o, &p, 0, NULL);
