@@ -446,7 +446,10 @@ static int ssh_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
 					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
 					  p->cmdline, p->host);
-		j->pending_sig = sig;
+		/* the supervisor's CONT follows its TERM at once: a CONT must not
+		 * replace the TERM (the rank would run until the KILL, seconds later) */
+		if (sig != SIGCONT || !j->pending_sig)
+			j->pending_sig = sig;
 		return 0;
 	}
 	if (!mr_ssh_queue_kill(j->conn, j->pgid, sig))
