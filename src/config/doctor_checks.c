@@ -740,15 +740,13 @@ static void check_rdma_dev(struct doctor *d, size_t r, size_t j, const char *nam
 				"%s's cable runs at %u Gb/s (Thunderbolt 4): no RDMA over it", name,
 				d->tc->cables[c].speed_gbps);
 	}
-	if (f->devinfo_ran && dev->described && !dev->active) {
-		if (x && !x->ninet)
-			ipv4_fix(d, h, ifn, fix, sizeof(fix));
-		else
-			snprintf(fix, sizeof(fix), "check %s's cable and link (ifconfig %s)", ifn[0] ? ifn : name,
-				 ifn[0] ? ifn : name);
-		dr_find(d, h, DR_RDMA, DR_FAIL, "rdma-port-down", fix, "port 1 of %s is %s%s", name,
-			dev->state[0] ? dev->state : "not active",
-			x && !x->ninet ? " (its interface has no IPv4 address)" : "");
+	/* a port is down on a Mac while its interface has no IPv4 address: the
+	 * GID finding below names that cause, once */
+	if (f->devinfo_ran && dev->described && !dev->active && !(x && !x->ninet)) {
+		snprintf(fix, sizeof(fix), "check %s's cable and link (ifconfig %s)", ifn[0] ? ifn : name,
+			 ifn[0] ? ifn : name);
+		dr_find(d, h, DR_RDMA, DR_FAIL, "rdma-port-down", fix, "port 1 of %s is %s", name,
+			dev->state[0] ? dev->state : "not active");
 	}
 	if (d->gid_index) {
 		bool found = false;

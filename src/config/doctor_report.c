@@ -110,6 +110,23 @@ static int report_json(const struct doctor *d, FILE *out, double seconds)
 	return rc;
 }
 
+/* The same problem (check, status, code, text and fix) on another host. */
+static bool same(const struct dr_finding *a, const struct dr_finding *b)
+{
+	return a->host != b->host && a->check == b->check && a->status == b->status &&
+	       !strcmp(a->code, b->code) && !strcmp(a->what, b->what) &&
+	       (a->fix && b->fix ? !strcmp(a->fix, b->fix) : a->fix == b->fix);
+}
+
+/* Whether finding i was printed already with an earlier host's. */
+static bool same_earlier(const struct doctor *d, size_t i)
+{
+	for (size_t k = 0; k < d->nfinds; k++)
+		if (d->finds[k].host < d->finds[i].host && same(&d->finds[k], &d->finds[i]))
+			return true;
+	return false;
+}
+
 static int report_text(const struct doctor *d, FILE *out, double seconds)
 {
 	size_t wname = 4, nfail = 0, nwarn = 0;
@@ -136,17 +153,22 @@ static int report_text(const struct doctor *d, FILE *out, double seconds)
 			snprintf(failing + strlen(failing), sizeof(failing) - strlen(failing), "%s%s",
 				 nfail > 1 ? ", " : "", H->name);
 	}
-	/* the failures first, then the warnings, each in host order */
+	/* the failures first, then the warnings, each in host order; the same
+	 * problem on several hosts is one entry naming them all */
 	if (d->nfinds)
 		fputc('\n', out);
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t h = 0; h < d->nhosts; h++)
 			for (size_t i = 0; i < d->nfinds; i++) {
 				const struct dr_finding *f = &d->finds[i];
+				size_t n = 0;
 
-				if (f->host != h || (f->status == DR_FAIL) != (pass == 0))
+				if (f->host != h || (f->status == DR_FAIL) != (pass == 0) || same_earlier(d, i))
 					continue;
-				fprintf(out, "%s %s %s: %s\n", d->hosts[h].name, dr_check_names[f->check],
+				for (size_t k = i; k < d->nfinds; k++)
+					if (k == i || same(f, &d->finds[k]))
+						fprintf(out, "%s%s", n++ ? ", " : "", d->hosts[d->finds[k].host].name);
+				fprintf(out, " %s %s: %s\n", dr_check_names[f->check],
 					f->status == DR_FAIL ? "FAIL" : "warn", f->what);
 				if (f->fix)
 					fprintf(out, "    fix: %s\n", f->fix);
