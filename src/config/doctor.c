@@ -367,9 +367,10 @@ int mr_doctor_run(const struct mr_doctor_opts *o, struct mr_hal *hal, FILE *out,
 	d.timeout_ms = (int)o->timeout_ms;
 	d.t0_ms = mr_now_ms();
 	self_path(o->self, self, sizeof(self));
+	/* a bad host list or hostfile is a usage error, as for meshconfig */
 	if (load_hosts(&d, &e) < 0 || dr_job_setup(&d, &e) < 0) {
 		mr_log_print(err, -1, MR_LOG_ERROR, "%s", e.msg);
-		rc = e.code == MESHRUN_E_USAGE ? MR_DOCTOR_EXIT_USAGE : MR_DOCTOR_EXIT_FAIL;
+		rc = e.code == MESHRUN_E_NOMEM ? MR_DOCTOR_EXIT_FAIL : MR_DOCTOR_EXIT_USAGE;
 		goto out;
 	}
 	say(&d, "doctor: %zu host%s, %zu rank%s, backend %s%s", d.nhosts, d.nhosts == 1 ? "" : "s",

@@ -110,8 +110,9 @@ int dr_job_setup(struct doctor *d, struct meshrun_err *err)
 	if (!name)
 		name = "ring";
 	if (mr_backend_parse(name) < 0)
-		return mr_err_set(err, MESHRUN_E_USAGE, "%s: unknown backend '%s'",
-				  d->o->backend ? "--backend" : d->o->hostfile, name);
+		return mr_err_set(err, MESHRUN_E_USAGE, "%s%s%s: unknown backend '%s'",
+				  d->o->backend ? "--backend" : "--hostfile '", d->o->backend ? "" : d->o->hostfile,
+				  d->o->backend ? "" : "'", name);
 	snprintf(d->backend, sizeof(d->backend), "%s", name);
 	d->want_rdma = !strcmp(name, "jaccl") || !strcmp(name, "jaccl-ring");
 	/* as a rank sees it: --env after the hostfile's envs */

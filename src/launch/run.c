@@ -7,6 +7,7 @@
  */
 #include "common/compat.h"
 #include "launch/launch.h"
+#include "launch/doctor_hints.h"
 #include "launch/supervise.h"
 #include "common/buf.h"
 #include "common/err.h"
@@ -233,6 +234,7 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 	char **av = NULL;
 	struct mr_buf report = MR_BUF_INIT;
 	size_t nbad = 0;
+	bool full = false; /* a host could not write the job's files (exit 4) */
 	int rc = 0;
 
 	if (!errs || !names || !cmds) {
@@ -255,6 +257,8 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 			if (hint && !seen)
 				mr_buf_printf(&report, "\n  hint: %s", hint);
 		}
+		mr_buf_printf(&report, "\n  hint: " MR_HINT_DOCTOR_REACH, j->o->hostfile ? "--hostfile" : "--hosts",
+			      j->o->hostfile ? j->o->hostfile : j->o->hosts ? j->o->hosts : "127.0.0.1");
 		rc = mr_err_set(err, MESHRUN_E_CONNECT, "cannot reach %zu of %zu host%s:%s", nbad,
 				j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
 		goto out;
@@ -329,7 +333,11 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		}
 		mr_buf_printf(&report, "\n  %s: %s", names[k], why);
 		nbad++;
+		full |= c->hal_rc == 0 && c->status == 4;
 	}
+	if (full)
+		mr_buf_printf(&report, "\n  hint: " MR_HINT_DOCTOR_DISK, j->o->hostfile ? "--hostfile" : "--hosts",
+			      j->o->hostfile ? j->o->hostfile : j->o->hosts ? j->o->hosts : "127.0.0.1");
 	if (nbad)
 		rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "checks before launch failed on %zu of %zu host%s:%s",
 				nbad, j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
@@ -648,6 +656,11 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 		mr_sup_abort(&sup);
 	}
 	code = mr_sup_wait(&sup);
+	/* a rank's own failure (not a signal, --timeout or 127 "not found") in a
+	 * job whose ranks talk over the network between hosts */
+	if (code > 0 && code < 127 && j.nhosts > 1 && plan->backend != MR_BACKEND_MPI)
+		mr_warn("hint: " MR_HINT_DOCTOR_RANKS, o->hostfile ? "--hostfile" : "--hosts",
+			o->hostfile ? o->hostfile : o->hosts ? o->hosts : "127.0.0.1");
 	for (size_t r = 0; r < plan->hf->nhosts; r++)
 		if (sup.ranks[r].started && (!sup.ranks[r].done || sup.ranks[r].hal_rc < 0))
 			j.hosts[j.host_of[r]].lost = true;

@@ -125,6 +125,15 @@ F clock m4 0
 
 F diskfull m1
 expect diskfull "$TMP/ring.json" "m1:housekeeping" "m1:housekeeping:disk-full"
+# meshrun's failure there points to the check (launch/doctor_hints.h)
+"$MESHRUN" --hostfile "$TMP/ring.json" --ssh-config "$CFG" -- true >"$TMP/mr.out" 2>&1
+rc=$?
+if [ $rc = 255 ] && grep -q "hint: a full disk? 'meshconfig doctor --hostfile $TMP/ring.json'" "$TMP/mr.out"; then
+	ok "meshrun on the full disk: exit 255, pointing to meshconfig doctor"
+else
+	fail "meshrun on the full disk: exit $rc"
+	show "$TMP/mr.out"
+fi
 F diskfree m1
 
 # --- hostfiles that disagree with the hosts
@@ -134,6 +143,26 @@ expect wrong-ip "$TMP/wrong-ip.json" "$r2:cables" "$r2:cables:hostfile-ip"
 # m2 names a device it lacks; m4's rdma_en5 exists but has no cable (to m1)
 jq '.hosts[1].rdma[0] = "rdma_en9" | .hosts[3].rdma[0] = "rdma_en5"' "$TMP/jaccl.json" >"$TMP/wrong-rdma.json"
 expect wrong-rdma "$TMP/wrong-rdma.json" "m2:rdma m4:rdma" "m2:rdma:hostfile-rdma m4:rdma:rdma-wrong-cable"
+
+# --- meshrun's other pointers: a rank of a job between hosts that fails on
+# its own, and a host it cannot reach
+"$MESHRUN" --hostfile "$TMP/ring.json" --ssh-config "$CFG" -- sh -c 'exit 3' >"$TMP/mr.out" 2>&1
+rc=$?
+if [ $rc = 3 ] && grep -q "hint: ranks that cannot connect .*'meshconfig doctor --hostfile $TMP/ring.json'" "$TMP/mr.out"; then
+	ok "a failed rank: exit 3, pointing to meshconfig doctor"
+else
+	fail "a failed rank: exit $rc"
+	show "$TMP/mr.out"
+fi
+jq '.hosts[0].ssh = "nohost.invalid"' "$TMP/ring.json" >"$TMP/nohost.json"
+"$MESHRUN" --hostfile "$TMP/nohost.json" --ssh-config "$CFG" -- true >"$TMP/mr.out" 2>&1
+rc=$?
+if [ $rc = 255 ] && grep -q "hint: 'meshconfig doctor --hostfile $TMP/nohost.json' checks every host" "$TMP/mr.out"; then
+	ok "an unreachable host: exit 255, pointing to meshconfig doctor"
+else
+	fail "an unreachable host: exit $rc"
+	show "$TMP/mr.out"
+fi
 
 # --- every fault cleared; a dead run's job directory on m3 (its watchdog's
 # pid does not exist) is a warning with its fix

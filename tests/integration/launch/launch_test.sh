@@ -78,6 +78,9 @@ exit_code)
 	rc=$?
 	[ $rc = 3 ] || fail "exit code $rc, expected 3; stderr: $(cat "$D/err")"
 	grep -q 'rank 2 (127.0.0.1): exit status 3' "$D/err" || fail "no summary line: $(cat "$D/err")"
+	# ranks on one host: no pointer to meshconfig doctor (integration/doctor
+	# checks it where ranks talk between hosts)
+	! grep -q "meshconfig doctor" "$D/err" || fail "a doctor hint for local ranks: $(cat "$D/err")"
 	check_no_process_left 7
 	;;
 signal_rank)
