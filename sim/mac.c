@@ -235,7 +235,8 @@ static const char body_netstat[] =
 	"\t*/*) flags=UCS ;;\n"
 	"\t*) flags=UHS ;;\n"
 	"\tesac\n"
-	"\t[ -n \"$gw\" ] || gw=link#$(cat \"/sys/class/net/$dev/ifindex\" 2>/dev/null)\n"
+	"\t_i=; { read -r _i <\"/sys/class/net/$dev/ifindex\"; } 2>/dev/null\n"
+	"\t[ -n \"$gw\" ] || gw=link#$_i\n"
 	"\tprintf '%-18s %-18s %-14s %6s\\n' \"$dst\" \"$gw\" \"$flags\" \"$dev\"\n"
 	"done\n";
 

@@ -204,18 +204,17 @@ static int load_hosts(struct doctor *d, struct meshrun_err *err)
 	return 0;
 }
 
-/* A batch whose commands' finish times (ms) go to done_ms. */
+/* A batch whose commands' finish times (monotonic ms) go to done_ms. */
 struct timed {
 	struct mr_hal_cmd *base;
 	int64_t *done_ms;
-	bool wall;           /* record the wall clock, not the monotonic one */
 };
 
 static void cmd_done(struct mr_hal_cmd *cmd, void *ctx)
 {
 	struct timed *t = ctx;
 
-	t->done_ms[cmd - t->base] = t->wall ? wall_ms() : mr_now_ms();
+	t->done_ms[cmd - t->base] = mr_now_ms();
 }
 
 static void cmd_init(struct doctor *d, struct mr_hal_cmd *c, const char *host, char *const *argv)
@@ -226,31 +225,44 @@ static void cmd_init(struct doctor *d, struct mr_hal_cmd *c, const char *host, c
 	c->timeout_ms = d->timeout_ms;
 }
 
-/* Phase 1: `true` everywhere; the time to its end is the host's connect time. */
+/*
+ * Phase 1: `date +%s` everywhere. The time to its end is the host's connect
+ * time (as meshrun pays it), and its answer the host's clock, read between
+ * the batch's start and that end on ours (BSD date prints whole seconds).
+ */
 static int phase_reach(struct doctor *d, struct meshrun_err *err)
 {
-	static char *const argv_true[] = { "true", NULL };
+	static char *const argv_date[] = { "date", "+%s", NULL };
 	struct mr_hal_cmd *cmds = xcalloc(d->nhosts, sizeof(*cmds));
-	int64_t *done = xcalloc(d->nhosts, sizeof(*done)), t0 = mr_now_ms();
-	struct timed t = { cmds, done, false };
+	int64_t *done = xcalloc(d->nhosts, sizeof(*done)), t0 = mr_now_ms(), w0 = wall_ms();
+	struct timed t = { cmds, done };
 	int rc;
 
 	for (size_t h = 0; h < d->nhosts; h++)
-		cmd_init(d, &cmds[h], d->hosts[h].name, argv_true);
+		cmd_init(d, &cmds[h], d->hosts[h].name, argv_date);
 	rc = mr_hal_run_cb(d->hal, cmds, d->nhosts, cmd_done, &t, err);
 	for (size_t h = 0; rc == 0 && h < d->nhosts; h++) {
 		struct dr_host *H = &d->hosts[h];
-		char desc[256];
+		char desc[256], line[64];
+		int64_t s;
 
 		H->connect_ms = done[h] - t0;
 		if (cmds[h].hal_rc < 0) {
 			snprintf(H->reach_err, sizeof(H->reach_err), "%s", cmds[h].err.msg);
 			H->reach_hint = mr_hal_err_hint(&cmds[h].err);
 		} else if (!mr_hal_cmd_ok(&cmds[h])) {
-			snprintf(H->reach_err, sizeof(H->reach_err), "'true' failed there: %s",
+			snprintf(H->reach_err, sizeof(H->reach_err), "'date +%%s' failed there: %s",
 				 mr_hal_cmd_describe(&cmds[h], desc, sizeof(desc)));
 		} else {
 			H->reached = true;
+			snprintf(line, sizeof(line), "%.*s", (int)strcspn(mr_buf_cstr(&cmds[h].out), "\n"),
+				 mr_buf_cstr(&cmds[h].out));
+			if (mr_parse_i64(line, 0, INT64_MAX / 1000, &s) == 0) {
+				H->clock_s = s;
+				H->clock_known = true;
+				H->wall_lo_ms = w0;
+				H->wall_hi_ms = w0 + H->connect_ms;
+			}
 		}
 		mr_hal_cmd_release(&cmds[h]);
 	}
@@ -259,59 +271,38 @@ static int phase_reach(struct doctor *d, struct meshrun_err *err)
 	return rc;
 }
 
-/* Phase 2: `date +%s` and the facts script on every reached host. */
+/* Phase 2: the facts script on every reached host. */
 static int phase_facts(struct doctor *d, const char *self, struct meshrun_err *err)
 {
-	static char *const argv_date[] = { "date", "+%s", NULL };
 	size_t n = d->nhosts;
-	struct mr_hal_cmd *cmds = xcalloc(2 * n, sizeof(*cmds));
-	int64_t *done = xcalloc(2 * n, sizeof(*done)), lo;
+	struct mr_hal_cmd *cmds = xcalloc(n, sizeof(*cmds));
 	char *argv_facts[8] = { MR_SH_PATH, "-c", (char *)dr_facts_script, "doctor", (char *)self,
 				(char *)(d->o->python ? d->o->python : ""), d->want_rdma ? "1" : "0", NULL };
-	struct timed t = { cmds, done, true };
-	size_t *host = xcalloc(2 * n, sizeof(*host)), nc = 0;
+	size_t *host = xcalloc(n, sizeof(*host)), nc = 0;
 	int rc;
 
 	for (size_t h = 0; h < n; h++) {
 		if (!d->hosts[h].reached)
 			continue;
 		host[nc] = h;
-		cmd_init(d, &cmds[nc++], d->hosts[h].name, argv_date);
-		host[nc] = h;
 		cmd_init(d, &cmds[nc++], d->hosts[h].name, argv_facts);
 	}
-	lo = wall_ms();
-	rc = nc ? mr_hal_run_cb(d->hal, cmds, nc, cmd_done, &t, err) : 0;
-	for (size_t k = 0; rc == 0 && k < nc; k += 2) {
+	rc = nc ? mr_hal_run(d->hal, cmds, nc, err) : 0;
+	for (size_t k = 0; rc == 0 && k < nc; k++) {
 		struct dr_host *H = &d->hosts[host[k]];
 		struct meshrun_err e = MESHRUN_ERR_INIT;
-		const struct mr_hal_cmd *c = &cmds[k + 1];
+		const struct mr_hal_cmd *c = &cmds[k];
 		char desc[256];
-		int64_t s;
-		char line[64];
 
-		if (c->hal_rc < 0 || !mr_hal_cmd_ok(c)) {
+		if (c->hal_rc < 0 || !mr_hal_cmd_ok(c))
 			snprintf(H->reach_err, sizeof(H->reach_err), "%s",
 				 c->hal_rc < 0 ? c->err.msg : mr_hal_cmd_describe(c, desc, sizeof(desc)));
-			continue;
-		}
-		if (dr_facts_parse(mr_buf_cstr(&c->out), &H->f, &e) < 0) {
+		else if (dr_facts_parse(mr_buf_cstr(&c->out), &H->f, &e) < 0)
 			snprintf(H->reach_err, sizeof(H->reach_err), "%s", e.msg);
-			continue;
-		}
-		snprintf(line, sizeof(line), "%.*s", (int)strcspn(mr_buf_cstr(&cmds[k].out), "\n"),
-			 mr_buf_cstr(&cmds[k].out));
-		if (mr_hal_cmd_ok(&cmds[k]) && mr_parse_i64(line, 0, INT64_MAX / 1000, &s) == 0) {
-			H->f.clock_known = true;
-			H->f.clock_s = s;
-			H->wall_lo_ms = lo;
-			H->wall_hi_ms = done[k];
-		}
 	}
 	for (size_t k = 0; k < nc; k++)
 		mr_hal_cmd_release(&cmds[k]);
 	free(host);
-	free(done);
 	free(cmds);
 	return rc;
 }

@@ -867,8 +867,8 @@ static void check_clock(struct doctor *d)
 
 	for (size_t h = 0; h < d->nhosts; h++) {
 		const struct dr_host *H = &d->hosts[h];
-		if (have(d, h) && H->f.clock_known)
-			mid[n++] = (H->f.clock_s * 1000 - H->wall_hi_ms + H->f.clock_s * 1000 + 999 - H->wall_lo_ms) / 2;
+		if (have(d, h) && H->clock_known)
+			mid[n++] = (H->clock_s * 1000 - H->wall_hi_ms + H->clock_s * 1000 + 999 - H->wall_lo_ms) / 2;
 	}
 	if (n < 2) {
 		free(mid);
@@ -881,10 +881,10 @@ static void check_clock(struct doctor *d)
 		const struct dr_host *H = &d->hosts[h];
 		int64_t lo, hi, off;
 
-		if (!have(d, h) || !H->f.clock_known)
+		if (!have(d, h) || !H->clock_known)
 			continue;
-		lo = H->f.clock_s * 1000 - H->wall_hi_ms - ref;
-		hi = H->f.clock_s * 1000 + 999 - H->wall_lo_ms - ref;
+		lo = H->clock_s * 1000 - H->wall_hi_ms - ref;
+		hi = H->clock_s * 1000 + 999 - H->wall_lo_ms - ref;
 		if (lo <= DR_CLOCK_SKEW_MS && hi >= -DR_CLOCK_SKEW_MS)
 			continue;
 		off = lo > 0 ? lo : -hi;

@@ -6,8 +6,8 @@
  *
  * The script prints sections, each after a line "@@doctor NAME":
  *   os           uname -s
- *   id           id -un; $SHELL (the login shell sshd started)
- *   sw_vers      ProductVersion, BuildVersion (Macs)
+ *   id           $USER (else id -un); $SHELL (the login shell sshd started)
+ *   sw_vers      sw_vers: ProductVersion, BuildVersion (Macs)
  *   tmp          ${TMPDIR:-/tmp} (where meshrun puts its job directory) and
  *                `df -P -k` of it
  *   jobdirs      "stale NAME" / "live NAME" per meshrun.* directory there with a
@@ -15,11 +15,13 @@
  *                live while the mark's pid is a meshrun-watchdog (the rule of
  *                launch.h's sweep)
  *   tools        "probe PATH" (meshconfig there: the path check runs it),
- *                "probe_version", "meshrun PATH", "meshrun_version"
+ *                "meshrun PATH", "meshrun_version"
  *   python       with --python: "python X", "mlx Y" or the import error
  *   hwports, sp  networksetup -listallhardwareports, system_profiler
  *                SPThunderboltDataType -json (where networksetup exists)
- *   if NAME      ifconfig NAME, for every Thunderbolt port, bridge0, en0, en1
+ *   if NAME      ifconfig NAME, for every Thunderbolt port and bridge0
+ *   addrs        "en0 ADDR", "en1 ADDR" (ipconfig getifaddr, where not a
+ *                Thunderbolt port): the addresses a jaccl hostfile's ips name
  *   routes       netstat -rn -f inet (Macs)
  *   rdma_ctl, ibv_devices, ibv_devinfo, rdma_link, rdma_qp
  *                with RDMA asked: `rdma_ctl status` ("-" without rdma_ctl),
@@ -41,13 +43,14 @@
 #include <limits.h>
 
 const char dr_facts_script[] =
-	"S() { printf '\\n@@doctor %s\\n' \"$*\"; }\n"
-	"S os; uname -s\n"
-	"S id; id -un; printf '%s\\n' \"${SHELL:-}\"\n"
-	"if command -v sw_vers >/dev/null 2>&1; then\n"
-	"  S sw_vers; sw_vers -productVersion; sw_vers -buildVersion; fi\n"
+	/* as few programs as will do: a simulated cluster runs every host's on one machine */
+	"S() { printf '\n@@doctor %s\n' \"$*\"; }\n"
+	"os=$(uname -s)\n"
+	"S os; echo \"$os\"\n"
+	"S id; printf '%s\n%s\n' \"${USER:-$(id -un)}\" \"${SHELL:-}\"\n"
+	"if command -v sw_vers >/dev/null 2>&1; then S sw_vers; sw_vers; fi\n"
 	"t=${TMPDIR:-/tmp}\n"
-	"S tmp; printf '%s\\n' \"$t\"; df -P -k \"$t\" 2>/dev/null | tail -n 1\n"
+	"S tmp; printf '%s\n' \"$t\"; df -P -k \"$t\" 2>/dev/null | { read -r _; read -r l; echo \"$l\"; }\n"
 	"S jobdirs; me=\n"
 	"for o in \"$t\"/meshrun.*; do\n"
 	"  [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
@@ -62,34 +65,40 @@ const char dr_facts_script[] =
 	"  if [ -n \"$c\" ] && [ -x \"$c\" ]; then p=$c; break; fi\n"
 	"done\n"
 	"echo \"probe $p\"\n"
-	"[ -z \"$p\" ] || echo \"probe_version $(\"$p\" --version 2>/dev/null | head -n 1)\"\n"
 	"r=; [ -n \"$p\" ] && [ -x \"${p%/*}/meshrun\" ] && r=${p%/*}/meshrun\n"
 	"[ -n \"$r\" ] || r=$(command -v meshrun 2>/dev/null)\n"
 	"echo \"meshrun $r\"\n"
-	"[ -z \"$r\" ] || echo \"meshrun_version $(\"$r\" --version 2>/dev/null | head -n 1)\"\n"
+	"[ -z \"$r\" ] || \"$r\" --version 2>/dev/null | { read -r v; echo \"meshrun_version $v\"; }\n"
 	"if [ -n \"$2\" ]; then S python\n"
 	"  \"$2\" -c 'import sys; print(\"python \" + sys.version.split()[0]); import mlx.core as mx; print(\"mlx \" + mx.__version__)' 2>&1 | tail -n 4\n"
 	"fi\n"
 	"if command -v networksetup >/dev/null 2>&1; then\n"
 	"  hw=$(networksetup -listallhardwareports 2>/dev/null)\n"
-	"  S hwports; printf '%s\\n' \"$hw\"\n"
+	"  S hwports; printf '%s\n' \"$hw\"\n"
 	"  S sp; system_profiler SPThunderboltDataType -json 2>/dev/null\n"
-	"  tbs=$(printf '%s\\n' \"$hw\" | awk '/^Hardware Port: /{ tb = ($0 ~ /^Hardware Port: Thunderbolt [0-9]+$/) }\n"
-	"    /^Device: /{ if (tb) print $2 }')\n"
-	"  seen=' '\n"
-	"  for i in $tbs bridge0 en0 en1; do\n"
+	/* the Thunderbolt ports' devices, then bridge0: ifconfig each; en0 and en1
+	 * (the hostfile's ips on a jaccl one) by their address alone */
+	"  tbs= tb=\n"
+	"  while IFS= read -r l; do case $l in\n"
+	"    'Hardware Port: Thunderbolt '*[!0-9]*) tb= ;; 'Hardware Port: Thunderbolt '[0-9]*) tb=1 ;;\n"
+	"    'Hardware Port: '*) tb= ;; 'Device: '*) [ -z \"$tb\" ] || tbs=\"$tbs ${l#Device: }\" ;; esac\n"
+	"  done <<EOF\n"
+	"$hw\n"
+	"EOF\n"
+	"  for i in $tbs bridge0; do\n"
 	"    case $i in ''|-*|*[!A-Za-z0-9_.-]*) continue;; esac\n"
-	"    case $seen in *\" $i \"*) continue;; esac; seen=\"$seen$i \"\n"
 	"    S if \"$i\"; ifconfig \"$i\" 2>/dev/null\n"
 	"  done\n"
-	"  if [ \"$(uname -s)\" = Darwin ]; then S routes; netstat -rn -f inet 2>/dev/null; fi\n"
+	"  S addrs\n"
+	"  for i in en0 en1; do case \" $tbs \" in *\" $i \"*) ;; *) echo \"$i $(ipconfig getifaddr \"$i\" 2>/dev/null)\";; esac; done\n"
+	"  if [ \"$os\" = Darwin ]; then S routes; netstat -rn -f inet 2>/dev/null; fi\n"
 	"fi\n"
 	"if [ \"$3\" = 1 ]; then\n"
 	"  S rdma_ctl\n"
-	"  if command -v rdma_ctl >/dev/null 2>&1; then rdma_ctl status 2>&1 | head -n 2; else echo -; fi\n"
+	"  if command -v rdma_ctl >/dev/null 2>&1; then rdma_ctl status 2>&1 | { read -r l; echo \"$l\"; }; else echo -; fi\n"
 	"  if command -v ibv_devices >/dev/null 2>&1; then S ibv_devices; ibv_devices 2>&1; fi\n"
 	"  if command -v ibv_devinfo >/dev/null 2>&1; then S ibv_devinfo; ibv_devinfo -v 2>/dev/null; fi\n"
-	"  if [ \"$(uname -s)\" = Linux ] && command -v rdma >/dev/null 2>&1; then\n"
+	"  if [ \"$os\" = Linux ] && command -v rdma >/dev/null 2>&1; then\n"
 	"    S rdma_link; rdma link show 2>/dev/null\n"
 	"    S rdma_qp; rdma resource show qp 2>/dev/null; fi\n"
 	"fi\n"
@@ -493,8 +502,16 @@ static void section(struct dr_facts *f, const char *name, const char *body, bool
 		next_line(&p, f->user, sizeof(f->user));
 		next_line(&p, f->shell, sizeof(f->shell));
 	} else if (!strcmp(name, "sw_vers")) {
-		next_line(&p, f->macos, sizeof(f->macos));
-		next_line(&p, f->build, sizeof(f->build));
+		/* "ProductVersion:\t\t26.2" lines, or (tests) the two values alone */
+		for (int k = 0; *p; k++) {
+			next_line(&p, line, sizeof(line));
+			if ((v = after(line, "ProductVersion:")))
+				snprintf(f->macos, sizeof(f->macos), "%.31s", v);
+			else if ((v = after(line, "BuildVersion:")))
+				snprintf(f->build, sizeof(f->build), "%.31s", v);
+			else if (!strchr(line, ':') && k < 2)
+				snprintf(k ? f->build : f->macos, sizeof(f->macos), "%.31s", line);
+		}
 	} else if (!strcmp(name, "tmp")) {
 		next_line(&p, f->tmpdir, sizeof(f->tmpdir));
 		next_line(&p, line, sizeof(line));
@@ -511,7 +528,6 @@ static void section(struct dr_facts *f, const char *name, const char *body, bool
 		while (*p) {
 			next_line(&p, line, sizeof(line));
 			parse_kv(line, "probe", f->probe, sizeof(f->probe));
-			parse_kv(line, "probe_version", f->probe_version, sizeof(f->probe_version));
 			parse_kv(line, "meshrun", f->meshrun, sizeof(f->meshrun));
 			parse_kv(line, "meshrun_version", f->meshrun_version, sizeof(f->meshrun_version));
 		}
@@ -539,6 +555,23 @@ static void section(struct dr_facts *f, const char *name, const char *body, bool
 		if (dr_parse_ifconfig(v, body, &ifc) == 0) {
 			f->ifs = xreallocarray(f->ifs, f->nifs + 1, sizeof(*f->ifs));
 			f->ifs[f->nifs++] = ifc;
+		}
+	} else if (!strcmp(name, "addrs")) {
+		/* "en0 10.0.1.1" (ipconfig getifaddr): an interface known by its address alone */
+		while (*p) {
+			char ifn[16], ip[64];
+			uint32_t a;
+
+			next_line(&p, line, sizeof(line));
+			if (sscanf(line, "%15s %63s", ifn, ip) != 2 || !mr_is_ifname(ifn) || !dr_ipv4(ip, &a) ||
+			    dr_facts_if(f, ifn))
+				continue;
+			f->ifs = xreallocarray(f->ifs, f->nifs + 1, sizeof(*f->ifs));
+			memset(&f->ifs[f->nifs], 0, sizeof(*f->ifs));
+			snprintf(f->ifs[f->nifs].name, sizeof(f->ifs[f->nifs].name), "%s", ifn);
+			f->ifs[f->nifs].inet[0].addr = a;
+			f->ifs[f->nifs].inet[0].len = 32;
+			f->ifs[f->nifs++].ninet = 1;
 		}
 	} else if (!strcmp(name, "routes")) {
 		struct meshrun_err e = MESHRUN_ERR_INIT;

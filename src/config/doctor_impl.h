@@ -14,8 +14,9 @@
  * doctor_facts.c; doctor_report.c and doctor_probe.c are leaves.
  *
  * Phases (each one mr_hal_run batch over every host at once):
- *   1. reach:   `true` on every host; the time each took is its connect time
- *   2. facts:   `date +%s` and the facts script (doctor_facts.c) per host
+ *   1. reach:   `date +%s` on every host: the time to its end is the host's
+ *               connect time, its answer the host's clock
+ *   2. facts:   the facts script (doctor_facts.c) on every host reached
  *   3. checks:  doctor_checks.c over the facts (no I/O)
  *   4. path:    listeners spawned (mr_hal_spawn, as meshrun spawns ranks),
  *               then one batch of pings (one script per host) and connects
@@ -106,7 +107,7 @@ struct dr_facts {
 	char user[64], shell[128];
 	char macos[32], build[32];  /* sw_vers ("" elsewhere) */
 	char probe[1024];        /* meshconfig there (the path check's probe), "" none */
-	char probe_version[80], meshrun[1024], meshrun_version[80];
+	char meshrun[1024], meshrun_version[80];
 	bool python_asked;
 	char python_version[32], mlx_version[32], python_err[200];
 	char tmpdir[1024];
@@ -128,8 +129,6 @@ struct dr_facts {
 	bool rdma_tool;          /* Linux `rdma` ran: qp_used counts are known */
 	struct dr_dev *devs;
 	size_t ndevs;
-	bool clock_known;
-	int64_t clock_s;         /* date +%s there */
 };
 
 void dr_facts_release(struct dr_facts *f);
@@ -172,7 +171,9 @@ struct dr_host {
 	char reach_err[MESHRUN_ERR_MSG_MAX];
 	const char *reach_hint;  /* mr_hal_err_hint(), or NULL */
 	int64_t connect_ms;      /* phase 1: batch start to `true` done */
-	int64_t wall_lo_ms, wall_hi_ms; /* local wall clock around `date +%s` there */
+	bool clock_known;
+	int64_t clock_s;         /* `date +%s` there (phase 1) */
+	int64_t wall_lo_ms, wall_hi_ms; /* our wall clock around it */
 	struct dr_facts f;
 	ssize_t topo;            /* index in d->tc, -1: not in it */
 	enum dr_status st[DR_NCHECK];

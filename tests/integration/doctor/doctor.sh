@@ -25,11 +25,13 @@ F() { "$MESHSIM" fault --name "$N" "$@" >"$TMP/fault.out" 2>&1 || { fail "meshsi
 	>"$TMP/mc.out" 2>&1 || { fail "meshconfig --backend ring"; show "$TMP/mc.out"; finish; }
 [ "$(jq -r .backend "$TMP/jaccl.json")" = jaccl ] || { fail "the first hostfile is a jaccl one"; finish; }
 
-# doctor HOSTFILE TAG: meshconfig doctor --json; sets RC, BADCELLS (sorted
+# doctor HOSTFILE TAG: meshconfig doctor --json (a long --timeout: this
+# machine's other suites can load it so that a host's script takes more than
+# the default 30 s); sets RC, BADCELLS (sorted
 # "host:check" of the failing cells) and BADCODES ("host:check:code" of the
 # failures), and checks that every failure has a fix.
 doctor() {
-	"$MESHCONFIG" doctor --hostfile "$1" --ssh-config "$CFG" --json >"$TMP/out-$2.json" 2>"$TMP/out-$2.err"
+	"$MESHCONFIG" doctor --hostfile "$1" --ssh-config "$CFG" --timeout 90 --json >"$TMP/out-$2.json" 2>"$TMP/out-$2.err"
 	RC=$?
 	BADCELLS=$(jq -r '. as $d | .hosts[] as $h | $d.checks[] | select($h[.] == "fail") | "\($h.host):\(.)"' \
 		"$TMP/out-$2.json" 2>/dev/null | sort | tr '\n' ' ')
@@ -80,7 +82,7 @@ healthy() {
 host_of_rank() { jq -r ".hosts[$2].ssh" "$1"; }
 
 # --- healthy, both hostfiles; the table for people once
-"$MESHCONFIG" doctor --hostfile "$TMP/jaccl.json" --ssh-config "$CFG" >"$TMP/table.out" 2>&1
+"$MESHCONFIG" doctor --hostfile "$TMP/jaccl.json" --ssh-config "$CFG" --timeout 90 >"$TMP/table.out" 2>&1
 rc=$?
 if [ $rc = 0 ] && grep -q '^HOST  *reach  *software  *cables  *rdma  *path  *housekeeping$' "$TMP/table.out" &&
 	grep -q '^all 4 hosts ready for backend jaccl' "$TMP/table.out" && ! grep -q FAIL "$TMP/table.out"; then
