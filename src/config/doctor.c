@@ -374,7 +374,7 @@ int mr_doctor_run(const struct mr_doctor_opts *o, struct mr_hal *hal, FILE *out,
 	if (phase_facts(&d, self, &e) < 0)
 		goto hal_failed;
 	say(&d, "facts: %.1f s", (double)(mr_now_ms() - t) / 1000.0);
-	dr_check_facts(&d, 0);
+	dr_check_facts(&d);
 	t = mr_now_ms();
 	if (dr_path_plan(&d, &e) < 0) {
 		/* the job would not start: meshrun refuses this hostfile for the backend */

@@ -7,7 +7,7 @@
  * every other cell "-" and its peers are not blamed for it; a problem of a
  * cable is put on the end that has it (the end without an address, the end
  * inside bridge0, the end whose MTU differs from the cluster's most common
- * one), and only where neither end can be picked on both; what needs a
+ * one), and on both ends only where neither can be picked; what needs a
  * working address (the ping, the job's connects to it) is not tried where
  * the address is missing, so the cables column alone names it.
  */
@@ -936,9 +936,8 @@ static void check_house(struct doctor *d)
 	}
 }
 
-void dr_check_facts(struct doctor *d, int64_t local_wall_ms)
+void dr_check_facts(struct doctor *d)
 {
-	(void)local_wall_ms;
 	check_reach(d);
 	check_software(d);
 	check_cables(d);

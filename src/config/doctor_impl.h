@@ -247,7 +247,7 @@ void dr_cell(struct doctor *d, size_t host, enum dr_check check, enum dr_status 
 /* The effective backend and what follows from it (RDMA wanted, GID index). */
 int dr_job_setup(struct doctor *d, struct meshrun_err *err);
 /* Every check from the facts; fills d->pings with the pings to run. */
-void dr_check_facts(struct doctor *d, int64_t local_wall_ms);
+void dr_check_facts(struct doctor *d);
 /* Ping results into the cables column. */
 void dr_check_pings(struct doctor *d);
 /* Bind and connect results into the path column. */

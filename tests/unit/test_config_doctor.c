@@ -274,7 +274,7 @@ static void test_cables_healthy(void **state)
 	two_init(&t, ring2);
 	host_facts(&t, 0, "26.2\n25C56", "\tinet 192.168.0.1 netmask 0xfffffffc\n", 1500, "");
 	host_facts(&t, 1, "26.2\n25C56", "\tinet 192.168.0.2 netmask 0xfffffffc\n", 1500, "");
-	dr_check_facts(&t.d, 0);
+	dr_check_facts(&t.d);
 	codes(&t.d, DR_FAIL, c, sizeof(c));
 	assert_string_equal(c, "");
 	codes(&t.d, DR_WARN, c, sizeof(c));
@@ -340,7 +340,7 @@ static void test_cables_faults(void **state)
 		two_init(&t, ring2);
 		host_facts(&t, 0, "26.2\n25C56", cases[i].inet0, cases[i].mtu0, cases[i].extra0);
 		host_facts(&t, 1, "26.2\n25C56", cases[i].inet1, cases[i].mtu1, cases[i].extra1);
-		dr_check_facts(&t.d, 0);
+		dr_check_facts(&t.d);
 		codes(&t.d, DR_FAIL, c, sizeof(c));
 		print_message("case %zu: %s\n", i, c);
 		assert_string_equal(c, cases[i].fails);
@@ -384,7 +384,7 @@ static void test_hostfile(void **state)
 	two_init(&t, wrong_ip);
 	host_facts(&t, 0, "26.2\n25C56", in1, 1500, "");
 	host_facts(&t, 1, "26.2\n25C56", in2, 1500, "");
-	dr_check_facts(&t.d, 0);
+	dr_check_facts(&t.d);
 	codes(&t.d, DR_FAIL, c, sizeof(c));
 	assert_string_equal(c, "local:cables:hostfile-ip");
 	two_release(&t);
@@ -395,7 +395,7 @@ static void test_hostfile(void **state)
 		assert_true(t.d.want_rdma);
 		host_facts(&t, 0, "26.3\n25D1", in1, 1500, rdma);
 		host_facts(&t, 1, "26.3\n25D1", in2, 1500, rdma);
-		dr_check_facts(&t.d, 0);
+		dr_check_facts(&t.d);
 		codes(&t.d, DR_FAIL, c, sizeof(c));
 		print_message("rdma case %zu: %s\n", i, c);
 		assert_string_equal(c, rcases[i].fails);
@@ -455,7 +455,7 @@ static void test_rdma(void **state)
 		two_init(&t, mr_buf_cstr(&hf));
 		host_facts(&t, 0, "26.3\n25D1", in1, 1500, ok);
 		host_facts(&t, 1, cases[i].peer_macos, cases[i].peer_inet, 1500, cases[i].peer_rdma);
-		dr_check_facts(&t.d, 0);
+		dr_check_facts(&t.d);
 		codes(&t.d, DR_FAIL, c, sizeof(c));
 		print_message("case %zu: %s\n", i, c);
 		assert_string_equal(c, cases[i].fails);
@@ -528,7 +528,7 @@ static void test_three(void **state)
 		d.hosts[h].wall_hi_ms = 1000000000200LL;
 		d.hosts[h].clock_s = 1000000000LL + (h == 1 ? 30 : 0);
 	}
-	dr_check_facts(&d, 0);
+	dr_check_facts(&d);
 	codes(&d, DR_FAIL, c, sizeof(c));
 	assert_string_equal(c, "b:software:macos-differs b:housekeeping:clock-skew b:housekeeping:disk-full");
 	codes(&d, DR_WARN, c, sizeof(c));
