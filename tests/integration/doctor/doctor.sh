@@ -81,6 +81,23 @@ healthy() {
 
 host_of_rank() { jq -r ".hosts[$2].ssh" "$1"; }
 
+# hinted DESC RC PATTERN HOSTFILE [CMD...]: meshrun --hostfile HOSTFILE -- CMD
+# (default true) exits RC and its output has a line matching PATTERN (meshrun
+# pointing to meshconfig doctor: launch/doctor_hints.h)
+hinted() {
+	local desc=$1 want=$2 pat=$3 hf=$4 rc
+	shift 4
+	[ $# -gt 0 ] || set -- true
+	"$MESHRUN" --hostfile "$hf" --ssh-config "$CFG" -- "$@" >"$TMP/mr.out" 2>&1
+	rc=$?
+	if [ $rc = "$want" ] && grep -q "$pat" "$TMP/mr.out"; then
+		ok "$desc: exit $rc, pointing to meshconfig doctor"
+	else
+		fail "$desc: exit $rc"
+		show "$TMP/mr.out"
+	fi
+}
+
 # --- healthy, both hostfiles; the table for people once
 "$MESHCONFIG" doctor --hostfile "$TMP/jaccl.json" --ssh-config "$CFG" --timeout 90 >"$TMP/table.out" 2>&1
 rc=$?
@@ -127,15 +144,7 @@ F clock m4 0
 
 F diskfull m1
 expect diskfull "$TMP/ring.json" "m1:housekeeping" "m1:housekeeping:disk-full"
-# meshrun's failure there points to the check (launch/doctor_hints.h)
-"$MESHRUN" --hostfile "$TMP/ring.json" --ssh-config "$CFG" -- true >"$TMP/mr.out" 2>&1
-rc=$?
-if [ $rc = 255 ] && grep -q "hint: a full disk? 'meshconfig doctor --hostfile $TMP/ring.json'" "$TMP/mr.out"; then
-	ok "meshrun on the full disk: exit 255, pointing to meshconfig doctor"
-else
-	fail "meshrun on the full disk: exit $rc"
-	show "$TMP/mr.out"
-fi
+hinted "meshrun on the full disk" 255 "hint: a full disk? 'meshconfig doctor --hostfile $TMP/ring.json'" "$TMP/ring.json"
 F diskfree m1
 
 # --- hostfiles that disagree with the hosts
@@ -148,23 +157,11 @@ expect wrong-rdma "$TMP/wrong-rdma.json" "m2:rdma m4:rdma" "m2:rdma:hostfile-rdm
 
 # --- meshrun's other pointers: a rank of a job between hosts that fails on
 # its own, and a host it cannot reach
-"$MESHRUN" --hostfile "$TMP/ring.json" --ssh-config "$CFG" -- sh -c 'exit 3' >"$TMP/mr.out" 2>&1
-rc=$?
-if [ $rc = 3 ] && grep -q "hint: ranks that cannot connect .*'meshconfig doctor --hostfile $TMP/ring.json'" "$TMP/mr.out"; then
-	ok "a failed rank: exit 3, pointing to meshconfig doctor"
-else
-	fail "a failed rank: exit $rc"
-	show "$TMP/mr.out"
-fi
+hinted "a failed rank" 3 "hint: ranks that cannot connect .*'meshconfig doctor --hostfile $TMP/ring.json'" \
+	"$TMP/ring.json" sh -c 'exit 3'
 jq '.hosts[0].ssh = "nohost.invalid"' "$TMP/ring.json" >"$TMP/nohost.json"
-"$MESHRUN" --hostfile "$TMP/nohost.json" --ssh-config "$CFG" -- true >"$TMP/mr.out" 2>&1
-rc=$?
-if [ $rc = 255 ] && grep -q "hint: 'meshconfig doctor --hostfile $TMP/nohost.json' checks every host" "$TMP/mr.out"; then
-	ok "an unreachable host: exit 255, pointing to meshconfig doctor"
-else
-	fail "an unreachable host: exit $rc"
-	show "$TMP/mr.out"
-fi
+hinted "an unreachable host" 255 "hint: 'meshconfig doctor --hostfile $TMP/nohost.json' checks every host" \
+	"$TMP/nohost.json"
 
 # --- every fault cleared; a dead run's job directory on m3 (its watchdog's
 # pid does not exist) is a warning with its fix
