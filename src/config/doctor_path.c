@@ -19,9 +19,9 @@
  *
  * Mechanism: one `meshconfig doctor-probe listen` per listening host, started
  * with mr_hal_spawn() as meshrun starts its ranks; once each says "ready",
- * one mr_hal_run() batch with, per host, its pings (one /bin/sh script) and
- * its connects (`doctor-probe connect`); then the listeners' stdin is closed
- * and they end. The probe is the meshconfig the facts found on each host
+ * one mr_hal_run() batch with one command per host: its pings in the
+ * background, then `doctor-probe connect` exec'd (path_script); then the
+ * listeners' stdin is closed and they end. The probe is the meshconfig the facts found on each host
  * (doctor_facts.c "tools"); a host without one is a warning.
  */
 #include "common/compat.h"
@@ -36,17 +36,25 @@
 
 #include <cjson/cJSON.h>
 
-/* Pings "IF IP" pairs, in parallel, each tried twice (the first packet may go
- * to address resolution); prints "ping IF IP STATUS" per pair. macOS's ping
- * binds with -b, Linux's with -I (meshsim's hosts answer as Macs). */
-static const char ping_script[] =
-	"os=$(uname -s)\n"
+/*
+ * One command per host for phase 2 (no second ssh session for it):
+ *   /bin/sh -c path_script doctor-path OS NPAIRS IF IP ... [PROBE doctor-probe connect ...]
+ * pings each "IF IP" pair in the background, each tried twice (the first
+ * packet may go to address resolution), "ping IF IP STATUS" per pair; then
+ * execs the connect probe, as a rank's command line execs the rank (hal.h:
+ * the same session, the same /bin/sh), or waits for the pings. macOS's ping
+ * binds with -b, Linux's with -I (meshsim's hosts say Darwin); OS is the
+ * host's uname -s from its facts.
+ */
+static const char path_script[] =
+	"os=$1; n=$2; shift 2\n"
 	"p() { if [ \"$os\" = Darwin ]; then ping -n -c 1 -t 2 -b \"$1\" \"$2\"; "
 	"else ping -n -c 1 -W 2 -I \"$1\" \"$2\"; fi >/dev/null 2>&1; }\n"
-	"while [ $# -ge 2 ]; do\n"
+	"while [ \"$n\" -gt 0 ]; do\n"
 	"  ( p \"$1\" \"$2\" || p \"$1\" \"$2\"; echo \"ping $1 $2 $?\" ) &\n"
-	"  shift 2\n"
+	"  shift 2; n=$((n - 1))\n"
 	"done\n"
+	"[ $# -eq 0 ] || exec \"$@\"\n"
 	"wait\n";
 
 /* ---- the plan ------------------------------------------------------------------ */
@@ -266,11 +274,9 @@ int dr_path_run(struct doctor *d, struct meshrun_err *err)
 	size_t nh = d->nhosts;
 	struct listener *ls = xcalloc(nh ? nh : 1, sizeof(*ls));
 	struct mr_strvec *largv = xcalloc(nh ? nh : 1, sizeof(*largv));
-	struct mr_strvec *cargv = xcalloc(nh ? nh : 1, sizeof(*cargv));
-	struct mr_strvec *pargv = xcalloc(nh ? nh : 1, sizeof(*pargv));
-	struct mr_hal_cmd *cmds = xcalloc(2 * (nh ? nh : 1), sizeof(*cmds));
-	size_t ncmd = 0, *cmd_host = xcalloc(2 * (nh ? nh : 1), sizeof(*cmd_host));
-	bool *cmd_ping = xcalloc(2 * (nh ? nh : 1), sizeof(*cmd_ping));
+	struct mr_strvec *argv = xcalloc(nh ? nh : 1, sizeof(*argv));
+	struct mr_hal_cmd *cmds = xcalloc(nh ? nh : 1, sizeof(*cmds));
+	size_t ncmd = 0, *cmd_host = xcalloc(nh ? nh : 1, sizeof(*cmd_host));
 	unsigned char rnd[8];
 	char token[40], ms[24];
 	int64_t deadline;
@@ -337,53 +343,50 @@ int dr_path_run(struct doctor *d, struct meshrun_err *err)
 		if (ls[h].proc)
 			read_binds(d, &ls[h]);
 
-	/* 2. pings and connects, one batch */
+	/* 2. pings and connects, one command per host, one batch */
 	snprintf(ms, sizeof(ms), "%lld", (long long)d->o->connect_timeout_ms);
 	for (size_t h = 0; h < nh; h++) {
-		for (size_t i = 0; i < d->npings; i++) {
-			if (d->pings[i].host != h)
-				continue;
-			if (!pargv[h].nr) {
-				mr_strvec_push(&pargv[h], MR_SH_PATH);
-				mr_strvec_push(&pargv[h], "-c");
-				mr_strvec_push(&pargv[h], ping_script);
-				mr_strvec_push(&pargv[h], "doctor-ping");
+		size_t np = 0, nc = 0;
+		char npairs[24];
+
+		for (size_t i = 0; i < d->npings; i++)
+			np += d->pings[i].host == h;
+		mr_strvec_push(&argv[h], MR_SH_PATH);
+		mr_strvec_push(&argv[h], "-c");
+		mr_strvec_push(&argv[h], path_script);
+		mr_strvec_push(&argv[h], "doctor-path");
+		mr_strvec_push(&argv[h], d->hosts[h].f.os);
+		snprintf(npairs, sizeof(npairs), "%zu", np);
+		mr_strvec_push(&argv[h], npairs);
+		for (size_t i = 0; i < d->npings; i++)
+			if (d->pings[i].host == h) {
+				mr_strvec_push(&argv[h], d->pings[i].ifname);
+				mr_strvec_push(&argv[h], d->pings[i].peer_ip);
 			}
-			mr_strvec_push(&pargv[h], d->pings[i].ifname);
-			mr_strvec_push(&pargv[h], d->pings[i].peer_ip);
-		}
-		if (pargv[h].nr) {
-			memset(&cmds[ncmd], 0, sizeof(cmds[ncmd]));
-			cmds[ncmd].host = d->hosts[h].name;
-			cmds[ncmd].argv = pargv[h].v;
-			cmds[ncmd].timeout_ms = d->timeout_ms;
-			cmd_host[ncmd] = h;
-			cmd_ping[ncmd++] = true;
-		}
 		for (size_t i = 0; i < d->nconns; i++) {
 			struct dr_conn *c = &d->conns[i];
 			char ep[96];
 
 			if (c->from != h || d->eps[c->ep].skip || d->eps[c->ep].bind_err[0] || !has_probe(d, h))
 				continue;
-			if (!cargv[h].nr) {
-				mr_strvec_push(&cargv[h], d->hosts[h].f.probe);
-				mr_strvec_push(&cargv[h], "doctor-probe");
-				mr_strvec_push(&cargv[h], "connect");
-				mr_strvec_push(&cargv[h], token);
-				mr_strvec_push(&cargv[h], ms);
+			if (!nc++) {
+				mr_strvec_push(&argv[h], d->hosts[h].f.probe);
+				mr_strvec_push(&argv[h], "doctor-probe");
+				mr_strvec_push(&argv[h], "connect");
+				mr_strvec_push(&argv[h], token);
+				mr_strvec_push(&argv[h], ms);
 			}
 			ep_text(&d->eps[c->ep], ep, sizeof(ep));
-			mr_strvec_push(&cargv[h], ep);
+			mr_strvec_push(&argv[h], ep);
 			c->tried = true;
 		}
-		if (cargv[h].nr) {
-			memset(&cmds[ncmd], 0, sizeof(cmds[ncmd]));
-			cmds[ncmd].host = d->hosts[h].name;
-			cmds[ncmd].argv = cargv[h].v;
-			cmds[ncmd].timeout_ms = d->timeout_ms;
-			cmd_host[ncmd++] = h;
-		}
+		if (!np && !nc)
+			continue;
+		memset(&cmds[ncmd], 0, sizeof(cmds[ncmd]));
+		cmds[ncmd].host = d->hosts[h].name;
+		cmds[ncmd].argv = argv[h].v;
+		cmds[ncmd].timeout_ms = d->timeout_ms;
+		cmd_host[ncmd++] = h;
 	}
 	if (ncmd && mr_hal_run(d->hal, cmds, ncmd, err) < 0) {
 		rc = -1;
@@ -394,40 +397,37 @@ int dr_path_run(struct doctor *d, struct meshrun_err *err)
 		size_t h = cmd_host[k];
 
 		mr_strvec_split(&lines, mr_buf_cstr(&cmds[k].out), '\n', true);
-		if (cmd_ping[k]) {
-			for (size_t i = 0; i < d->npings; i++) {
-				char want[64];
-				if (d->pings[i].host != h)
-					continue;
-				snprintf(want, sizeof(want), "ping %s %s ", d->pings[i].ifname, d->pings[i].peer_ip);
-				for (size_t l = 0; l < lines.nr; l++)
-					if (!strncmp(lines.v[l], want, strlen(want)))
-						d->pings[i].result = strcmp(lines.v[l] + strlen(want), "0") ? 1 : 0;
-			}
-		} else {
-			for (size_t i = 0; i < d->nconns; i++) {
-				struct dr_conn *c = &d->conns[i];
-				char ep[96];
-				size_t el;
+		for (size_t i = 0; i < d->npings; i++) {
+			char want[64];
+			if (d->pings[i].host != h)
+				continue;
+			snprintf(want, sizeof(want), "ping %s %s ", d->pings[i].ifname, d->pings[i].peer_ip);
+			for (size_t l = 0; l < lines.nr; l++)
+				if (!strncmp(lines.v[l], want, strlen(want)))
+					d->pings[i].result = strcmp(lines.v[l] + strlen(want), "0") ? 1 : 0;
+		}
+		for (size_t i = 0; i < d->nconns; i++) {
+			struct dr_conn *c = &d->conns[i];
+			char ep[96];
+			size_t el;
 
-				if (c->from != h || !c->tried)
-					continue;
-				ep_text(&d->eps[c->ep], ep, sizeof(ep));
-				el = strlen(ep);
-				snprintf(c->err, sizeof(c->err), "%s", "ENOANSWER");
-				snprintf(c->msg, sizeof(c->msg), "the probe printed nothing for it (%s)",
-					 cmds[k].hal_rc < 0 ? cmds[k].err.msg : "exit status");
-				for (size_t l = 0; l < lines.nr; l++) {
-					const char *s = lines.v[l];
-					if (!strncmp(s, "ok ", 3) && !strncmp(s + 3, ep, el) && s[3 + el] == ' ') {
-						c->err[0] = '\0';
-						c->ms = strtoll(s + 4 + el, NULL, 10);
-					} else if (!strncmp(s, "fail ", 5) && !strncmp(s + 5, ep, el) && s[5 + el] == ' ') {
-						const char *nm = s + 6 + el;
-						size_t nl = strcspn(nm, " ");
-						snprintf(c->err, sizeof(c->err), "%.*s", (int)MR_MIN(nl, (size_t)31), nm);
-						snprintf(c->msg, sizeof(c->msg), "%s", nm[nl] ? nm + nl + 1 : "");
-					}
+			if (c->from != h || !c->tried)
+				continue;
+			ep_text(&d->eps[c->ep], ep, sizeof(ep));
+			el = strlen(ep);
+			snprintf(c->err, sizeof(c->err), "%s", "ENOANSWER");
+			snprintf(c->msg, sizeof(c->msg), "the probe printed nothing for it (%s)",
+				 cmds[k].hal_rc < 0 ? cmds[k].err.msg : "exit status");
+			for (size_t l = 0; l < lines.nr; l++) {
+				const char *s = lines.v[l];
+				if (!strncmp(s, "ok ", 3) && !strncmp(s + 3, ep, el) && s[3 + el] == ' ') {
+					c->err[0] = '\0';
+					c->ms = strtoll(s + 4 + el, NULL, 10);
+				} else if (!strncmp(s, "fail ", 5) && !strncmp(s + 5, ep, el) && s[5 + el] == ' ') {
+					const char *nm = s + 6 + el;
+					size_t nl = strcspn(nm, " ");
+					snprintf(c->err, sizeof(c->err), "%.*s", (int)MR_MIN(nl, (size_t)31), nm);
+					snprintf(c->msg, sizeof(c->msg), "%s", nm[nl] ? nm + nl + 1 : "");
 				}
 			}
 		}
@@ -451,16 +451,13 @@ out:
 			mr_proc_release(ls[h].proc);
 		mr_buf_release(&ls[h].out);
 		mr_strvec_release(&largv[h]);
-		mr_strvec_release(&cargv[h]);
-		mr_strvec_release(&pargv[h]);
+		mr_strvec_release(&argv[h]);
 	}
 	for (size_t k = 0; k < ncmd; k++)
 		mr_hal_cmd_release(&cmds[k]);
-	free(cmd_ping);
 	free(cmd_host);
 	free(cmds);
-	free(pargv);
-	free(cargv);
+	free(argv);
 	free(largv);
 	free(ls);
 	return rc;
