@@ -12,9 +12,14 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/fdio.h"
+#include "common/spawn.h"
 #include "common/xalloc.h"
 #include "config/doctor.h"
 #include "config/doctor_impl.h"
@@ -172,6 +177,140 @@ static void test_facts(void **state)
 	free(ibv);
 	free(hw);
 	free(sp);
+}
+
+
+/*
+ * The facts script itself, run as a Mac's /bin/sh would run it (POSIX sh: bash
+ * 3.2 in sh mode there; here each of bash, dash and zsh started as "sh") with
+ * stubs for macOS's commands that print what a Mac prints (the MacBook Pro of
+ * fixtures/two-mbp-one-cable): every section comes back parsed.
+ */
+static void put_stub(const char *dir, const char *name, const char *body)
+{
+	char *p = xasprintf("%s/%s", dir, name), *t = xasprintf("#!/bin/sh\n%s", body);
+
+	assert_int_equal(mr_write_file(p, t, strlen(t), 0755, NULL), 0);
+	free(t);
+	free(p);
+}
+
+static void test_facts_script_shells(void **state)
+{
+	static const char *const shells[] = { "bash", "dash", "zsh" };
+	char dir[] = "/tmp/mr-doctor-facts.XXXXXX";
+	char *bin, *tmp, *mark, *probe, *body;
+	struct utsname u;
+	int ran = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	bin = xasprintf("%s/bin", dir);
+	tmp = xasprintf("%s/tmp", dir);
+	assert_int_equal(mkdir(bin, 0755), 0);
+	assert_int_equal(mkdir(tmp, 0755), 0);
+	put_stub(bin, "uname", "case $1 in -n) echo mbp1 ;; *) echo Darwin ;; esac\n");
+	put_stub(bin, "sw_vers", "printf 'ProductName:\\t\\tmacOS\\nProductVersion:\\t\\t26.2\\nBuildVersion:\\t\\t25C56\\n'\n");
+	body = xasprintf("exec cat '%s/mbp1/networksetup.txt'\n", MBP);
+	put_stub(bin, "networksetup", body);
+	free(body);
+	body = xasprintf("exec cat '%s/mbp1/system_profiler.json'\n", MBP);
+	put_stub(bin, "system_profiler", body);
+	free(body);
+	put_stub(bin, "ifconfig",
+		 "case $1 in\n"
+		 "en6) printf 'en6: flags=8863<UP,BROADCAST,SMART,RUNNING,SIMPLEX,MULTICAST> mtu 1500\\n"
+		 "\\tinet 192.168.0.1 netmask 0xfffffffc broadcast 192.168.0.3\\n\\tstatus: active\\n' ;;\n"
+		 "*) printf '%s: flags=8822<BROADCAST,SMART,SIMPLEX,MULTICAST> mtu 1500\\n\\tstatus: inactive\\n' \"$1\" ;;\n"
+		 "esac\n");
+	put_stub(bin, "ipconfig", "[ \"$2\" = en0 ] && echo 10.0.0.11 || exit 1\n");
+	put_stub(bin, "netstat", "printf 'Routing tables\\n\\nInternet:\\nDestination Gateway Flags Netif Expire\\n"
+				 "default 10.0.0.1 UGScg en0\\n192.168.0/30 link#12 UCS en6\\n'\n");
+	put_stub(bin, "df", "printf 'Filesystem 1024-blocks Used Available Capacity Mounted on\\n"
+			    "/dev/disk3s5 971350180 21000000 512000 4%% /System/Volumes/Data\\n'\n");
+	put_stub(bin, "meshconfig", "echo meshconfig 9.9\n");
+	put_stub(bin, "meshrun", "echo meshrun 9.9\n");
+	/* a dead run's job directory: its mark names this host (the script reads
+	 * it as the hal's watchdog writes it) and a pid that does not exist */
+	assert_int_equal(uname(&u), 0);
+	mark = xasprintf("%s/meshrun.deadrun01", tmp);
+	assert_int_equal(mkdir(mark, 0700), 0);
+	free(mark);
+	mark = xasprintf("%s/meshrun.deadrun01/" MR_HAL_WATCHDOG_MARK, tmp);
+	body = xasprintf("%s 999999999\n", u.nodename);
+	assert_int_equal(mr_write_file(mark, body, strlen(body), 0644, NULL), 0);
+	free(body);
+	free(mark);
+	probe = xasprintf("%s/meshconfig", bin);
+	for (size_t i = 0; i < ARRAY_SIZE(shells); i++) {
+		char *sh = mr_which(shells[i], NULL), *path = xasprintf("PATH=%s:/usr/bin:/bin", bin);
+		char *tmpdir = xasprintf("TMPDIR=%s", tmp);
+		struct mr_buf out = MR_BUF_INIT;
+		struct dr_facts f;
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+		int fds[2], st;
+		pid_t pid;
+
+		if (!sh) {
+			print_message("skip: %s is not installed\n", shells[i]);
+			free(path);
+			free(tmpdir);
+			continue;
+		}
+		assert_int_equal(pipe(fds), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			char *env[] = { path, tmpdir, "USER=alice", "SHELL=/bin/zsh", NULL };
+			dup2(fds[1], 1);
+			close(fds[0]);
+			/* started as "sh": bash and zsh then behave as a POSIX sh */
+			execle(sh, "sh", "-c", dr_facts_script, "doctor", probe, "", "0", (char *)NULL, env);
+			_exit(127);
+		}
+		close(fds[1]);
+		{
+			char buf[4096];
+			ssize_t n;
+			while ((n = read(fds[0], buf, sizeof(buf))) > 0)
+				mr_buf_append(&out, buf, (size_t)n);
+		}
+		close(fds[0]);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		memset(&f, 0, sizeof(f));
+		print_message("%s: %zu bytes\n", shells[i], out.len);
+		assert_int_equal(dr_facts_parse(mr_buf_cstr(&out), &f, &e), 0);
+		assert_string_equal(f.os, "Darwin");
+		assert_string_equal(f.user, "alice");
+		assert_string_equal(f.macos, "26.2");
+		assert_string_equal(f.build, "25C56");
+		assert_int_equal(f.avail_kb, 512000);
+		assert_int_equal(f.stale_dirs.nr, 1);
+		assert_string_equal(f.stale_dirs.v[0], "meshrun.deadrun01");
+		assert_string_equal(f.probe, probe);
+		assert_string_equal(f.meshrun_version, "meshrun 9.9");
+		assert_true(f.tb && f.routes_known);
+		/* Thunderbolt 1-3 are en1, en6, en2; then bridge0; en0 by its address */
+		assert_int_equal(f.nifs, 5);
+		assert_non_null(dr_facts_if(&f, "en1"));
+		assert_non_null(dr_facts_if(&f, "bridge0"));
+		assert_non_null(dr_facts_if_of_addr(&f, 0xc0a80001u, NULL));
+		assert_non_null(dr_facts_if_of_addr(&f, 0x0a00000bu, NULL)); /* en0 10.0.0.11 */
+		assert_true(dr_facts_if(&f, "en6")->active);
+		dr_facts_release(&f);
+		mr_buf_release(&out);
+		free(path);
+		free(tmpdir);
+		free(sh);
+		ran++;
+	}
+	assert_true(ran > 0);
+	free(probe);
+	body = xasprintf("rm -rf '%s'", dir);
+	assert_int_equal(system(body), 0);
+	free(body);
+	free(tmp);
+	free(bin);
 }
 
 /* ---- verdicts --------------------------------------------------------------------- */
@@ -661,6 +800,7 @@ int main(void)
 		cmocka_unit_test(test_ifconfig),
 		cmocka_unit_test(test_devinfo),
 		cmocka_unit_test(test_facts),
+		cmocka_unit_test(test_facts_script_shells),
 		cmocka_unit_test(test_cables_healthy),
 		cmocka_unit_test(test_cables_faults),
 		cmocka_unit_test(test_hostfile),
