@@ -710,6 +710,35 @@ static void test_three(void **state)
 	doctor_release(&d);
 }
 
+/* --python: the same Python and MLX everywhere, each host's own failure named. */
+static void test_python(void **state)
+{
+	static const char *const py[] = {
+		"python 3.12.1\nmlx 0.32.1",
+		"python 3.12.1\nModuleNotFoundError: No module named 'mlx'",
+		"python 3.11.4\nmlx 0.32.1",
+	};
+	struct doctor d;
+	struct mr_doctor_opts o;
+	char c[512];
+
+	(void)state;
+	three_init(&d, &o);
+	o.python = "/opt/venv/bin/python3";
+	for (size_t h = 0; h < 3; h++) {
+		struct meshrun_err e = MESHRUN_ERR_INIT;
+		char *t = xasprintf("@@doctor os\nDarwin\n@@doctor sw_vers\n26.2\n25C56\n@@doctor tools\nprobe /p\n"
+				    "meshrun_version meshrun 1\n@@doctor python\n%s\n@@doctor end\n", py[h]);
+		assert_int_equal(dr_facts_parse(t, &d.hosts[h].f, &e), 0);
+		free(t);
+	}
+	dr_check_facts(&d);
+	codes(&d, DR_FAIL, c, sizeof(c));
+	assert_string_equal(c, "b:software:no-mlx c:software:python-differs");
+	assert_non_null(strstr(find(&d, "no-mlx")->what, "No module named 'mlx'"));
+	doctor_release(&d);
+}
+
 /* The whole run on the replay hal: host b cannot be reached; a is checked. */
 static void test_run_unreachable(void **state)
 {
@@ -806,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_hostfile),
 		cmocka_unit_test(test_rdma),
 		cmocka_unit_test(test_three),
+		cmocka_unit_test(test_python),
 		cmocka_unit_test(test_run_unreachable),
 		cmocka_unit_test(test_usage),
 	};
