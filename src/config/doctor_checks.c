@@ -1002,8 +1002,10 @@ void dr_check_path(struct doctor *d)
 		const struct dr_ep *e = &d->eps[i];
 		char fix[512];
 
+		if (e->skip)
+			continue; /* not tried: its address is not there (cables says so) */
 		dr_cell(d, e->host, DR_PATH, DR_OK);
-		if (e->skip || !e->bind_err[0] || !strcmp(e->bind_err, "EADDRNOTAVAIL"))
+		if (!e->bind_err[0] || !strcmp(e->bind_err, "EADDRNOTAVAIL"))
 			continue;
 		if (!strcmp(e->bind_err, "noprobe"))
 			continue;

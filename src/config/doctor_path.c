@@ -240,12 +240,16 @@ static void read_binds(struct doctor *d, const struct listener *l)
 			continue;
 		snprintf(ep, sizeof(ep), strchr(e->ip, ':') ? "[%s]:%d" : "%s:%d", e->ip, e->port);
 		snprintf(e->bind_err, sizeof(e->bind_err), "%s", l->ready ? "ENOANSWER" : "ENOSTART");
+		snprintf(e->bind_msg, sizeof(e->bind_msg), "%s",
+			 l->ready ? "the probe said nothing of it"
+				  : "'meshconfig doctor-probe listen' did not start there (a meshconfig without doctor?)");
 		for (size_t k = 0; k < lines.nr; k++) {
 			const char *s = lines.v[k];
 			size_t el = strlen(ep);
 
 			if (!strncmp(s, "bound ", 6) && !strcmp(s + 6, ep)) {
 				e->bind_err[0] = '\0';
+				e->bind_msg[0] = '\0';
 			} else if (!strncmp(s, "error ", 6) && !strncmp(s + 6, ep, el) && s[6 + el] == ' ') {
 				const char *nm = s + 7 + el;
 				size_t nl = strcspn(nm, " ");
