@@ -19,7 +19,8 @@
  *   2. facts:   the facts script (doctor_facts.c) on every host reached
  *   3. checks:  doctor_checks.c over the facts (no I/O)
  *   4. path:    listeners spawned (mr_hal_spawn, as meshrun spawns ranks),
- *               then one batch of pings (one script per host) and connects
+ *               then one batch, a command per host: its pings, then its
+ *               connects (doctor_path.c)
  *   5. report
  *
  * Ownership: struct doctor owns everything it points to (doctor_release);
