@@ -22,6 +22,7 @@
 #include "common/xalloc.h"
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
+#include "sim/doctor.h"
 #include "sim/fault_impl.h"
 #include "sim/faults.h"
 #include "sim/live.h"
@@ -491,7 +492,7 @@ int mr_sim_cmd_fault(int argc, char **argv)
 	bool done;
 	int code, rc;
 
-	code = mr_sim_parse_args(MR_SIM_FAULT, &a, argc, argv, &rest, 1, 3, 0, &done);
+	code = mr_sim_parse_args(MR_SIM_FAULT, &a, argc, argv, &rest, 1, 4, 0, &done);
 	if (code || done)
 		goto out;
 	name = a.name;
@@ -515,7 +516,11 @@ int mr_sim_cmd_fault(int argc, char **argv)
 		goto out;
 	}
 	what = rest.v[0];
-	if (!strcmp(what, "heal")) {
+	if (mr_sim_doctor_fault_kind(what)) {
+		rc = mr_simf_doctor(&f, &rest, &err); /* cmd_fault_doctor.c: its own arguments */
+	} else if (rest.nr == 4) {
+		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' takes at most two arguments", what);
+	} else if (!strcmp(what, "heal")) {
 		rc = rest.nr == 1 ? mr_simf_heal(&f, &err) : mr_err_set(&err, MESHRUN_E_USAGE, "heal takes no argument");
 	} else if (rest.nr == 1) {
 		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' needs an argument", what);

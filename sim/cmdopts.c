@@ -4,6 +4,7 @@
  */
 #include "common/compat.h"
 #include "sim/cmdopts.h"
+#include "sim/doctor.h"
 
 static const struct {
 	const char *name, *usage, *summary, *trailer;
@@ -42,7 +43,7 @@ static const struct {
 	},
 	[MR_SIM_FAULT] = {
 		"fault", "meshsim fault [--name NAME] FAULT ARGS",
-		"unplug/plug, recable, stop/start, nosudo/sudo, latency, rate, loss, flap, partition/heal",
+		"unplug/plug, recable, stop/start, nosudo/sudo, latency, rate, loss, flap, partition/heal, one per doctor check",
 		"Faults:\n"
 		"  unplug HOST:IF | plug HOST:IF   cable pulled/plugged in (both ends: no carrier,\n"
 		"                                   'status: inactive', an empty receptacle in\n"
@@ -65,6 +66,7 @@ static const struct {
 		"                                   cables or en0: nftables netdev ingress drops in\n"
 		"                                   each host (ssh from this machine still works) /\n"
 		"                                   all of it gone ('partition off' too)\n"
+		MR_SIM_DOCTOR_FAULTS_HELP
 		"Active faults are listed by 'meshsim status'.\n"
 		"Exit status 3: not supported here, checked before anything changes (latency\n"
 		"without sch_netem, rate without sch_tbf, loss or partition without nft or the\n"

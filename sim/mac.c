@@ -196,13 +196,14 @@ static const char body_sysctl[] =
 
 /* macOS's ping options, run by iputils' ping (the next one on the PATH). */
 static const char body_ping[] =
-	"usage() { echo 'usage: ping [-nq] [-c count] [-I iface] [-i wait] [-t timeout] [-W waittime] host' >&2; exit 64; }\n"
+	"usage() { echo 'usage: ping [-nq] [-b boundif] [-c count] [-I iface] [-i wait] [-t timeout] [-W waittime] host' >&2; exit 64; }\n"
 	"set -- \"$@\" --end\n"
 	"host=\n"
 	"while [ \"$1\" != --end ]; do\n"
 	"\tcase $1 in\n"
 	"\t-n|-q) set -- \"$@\" \"$1\"; shift ;;\n"
 	"\t-c|-i|-I) [ \"$2\" != --end ] || usage; set -- \"$@\" \"$1\" \"$2\"; shift 2 ;;\n"
+	"\t-b) [ \"$2\" != --end ] || usage; set -- \"$@\" -I \"$2\"; shift 2 ;;\n"
 	"\t-t) [ \"$2\" != --end ] || usage; set -- \"$@\" -w \"$2\"; shift 2 ;;\n"
 	"\t-W) [ \"$2\" != --end ] || usage; set -- \"$@\" -W $(( ($2 + 999) / 1000 )); shift 2 ;;\n"
 	"\t-?*) c=${1#-}; c=${c%\"${c#?}\"}; echo \"ping: illegal option -- $c\" >&2; usage ;;\n"
@@ -234,7 +235,8 @@ static const char body_netstat[] =
 	"\t*/*) flags=UCS ;;\n"
 	"\t*) flags=UHS ;;\n"
 	"\tesac\n"
-	"\t[ -n \"$gw\" ] || gw=link#$(cat \"/sys/class/net/$dev/ifindex\" 2>/dev/null)\n"
+	"\t_i=; { read -r _i <\"/sys/class/net/$dev/ifindex\"; } 2>/dev/null\n"
+	"\t[ -n \"$gw\" ] || gw=link#$_i\n"
 	"\tprintf '%-18s %-18s %-14s %6s\\n' \"$dst\" \"$gw\" \"$flags\" \"$dev\"\n"
 	"done\n";
 

@@ -11,7 +11,8 @@
  *   ibv_devices                                    cat live/ibv_devices.txt
  *   ipconfig getifaddr IF                          IPv4 address of IF; exit 1 if none
  *   ifconfig IF                                    macOS's report: flags, ether, inet
- *                                                  with hex netmask, "status: active"
+ *                                                  with hex netmask, a bridge's
+ *                                                  "member:" lines, "status: active"
  *                                                  or "inactive" (no carrier, or the
  *                                                  cable pulled; a Thunderbolt port
  *                                                  without a cable: inactive)

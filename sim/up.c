@@ -39,6 +39,7 @@
 #include "common/xalloc.h"
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
+#include "sim/doctor.h"
 #include "sim/live.h"
 #include "sim/login.h"
 #include "sim/mac.h"
@@ -344,6 +345,17 @@ static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
 			rc = write_text(p, b.p, b.len, 0755, err);
 			free(p);
 		}
+	}
+	for (size_t s = 0; rc == 0 && mr_sim_doctor_shim_names[s]; s++) {
+		mr_buf_reset(&b);
+		if (mr_sim_render_doctor_shim(mr_sim_doctor_shim_names[s], h->name, d, &b) < 0) {
+			rc = mr_err_set(err, MESHRUN_E_INVAL, "shim '%s' of host '%s'",
+					mr_sim_doctor_shim_names[s], h->name);
+			break;
+		}
+		p = xasprintf("%s/bin/%s", d, mr_sim_doctor_shim_names[s]);
+		rc = write_text(p, b.p, b.len, 0755, err);
+		free(p);
 	}
 	if (rc == 0 && h->nosudo) {
 		p = xasprintf("%s/nosudo", d);

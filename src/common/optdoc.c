@@ -511,13 +511,22 @@ static void write_bash(FILE *f, const struct mr_optdoc *d)
 	fprintf(f, "%s()\n{\n\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n",
 		fn);
 	if (d->ncmds > 1) {
+		/* the first word naming a subcommand (not an option's value); before
+		 * it, the tool's own options (meshconfig has both) or a subcommand */
 		fputs("\tlocal i sub=\n", f);
-		fputs("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n", f);
-		fputs("\t\tcase ${COMP_WORDS[i]} in -*) ;; *) sub=${COMP_WORDS[i]}; break ;; esac\n", f);
-		fputs("\tdone\n\tif [[ -z $sub ]]; then\n\t\tCOMPREPLY=($(compgen -W \"", f);
+		fputs("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n\t\tcase ${COMP_WORDS[i]} in ", f);
+		for (size_t i = 1; i < d->ncmds; i++)
+			fprintf(f, "%s%s", i > 1 ? "|" : "", d->cmds[i].name);
+		fputs(") sub=${COMP_WORDS[i]}; break ;; esac\n", f);
+		fputs("\tdone\n\tif [[ -z $sub ]]; then\n\t\tcase $prev in\n", f);
+		bash_value_arms(f, top->opts);
+		fputs("\t\tesac\n\t\tif [[ $cur == -* ]]; then\n\t\t\tCOMPREPLY=($(compgen -W \"", f);
+		bash_words(f, top->opts);
+		bash_words(f, builtin_opts);
+		fputs("\" -- \"$cur\"))\n\t\telse\n\t\t\tCOMPREPLY=($(compgen -W \"", f);
 		for (size_t i = 1; i < d->ncmds; i++)
 			fprintf(f, "%s%s", i > 1 ? " " : "", d->cmds[i].name);
-		fputs(" --help --version\" -- \"$cur\"))\n\t\treturn\n\tfi\n", f);
+		fputs("\" -- \"$cur\"))\n\t\tfi\n\t\treturn\n\tfi\n", f);
 		fputs("\tcase $sub in\n", f);
 		for (size_t i = 1; i < d->ncmds; i++) {
 			const struct mr_optdoc_cmd *c = &d->cmds[i];
@@ -663,6 +672,8 @@ static void write_zsh(FILE *f, const struct mr_optdoc *d)
 	if (d->ncmds > 1) {
 		fputs("\tlocal curcontext=$curcontext state line\n\ttypeset -A opt_args\n", f);
 		fputs("\t_arguments -C", f);
+		if (top->opts) /* the tool's own options too (meshconfig has both) */
+			zsh_specs(f, top->opts, "\t\t");
 		fputs(help_specs, f);
 		fputs(" \\\n\t\t'1:command:(", f);
 		for (size_t i = 1; i < d->ncmds; i++)

@@ -7,6 +7,8 @@
  *   sim.c     --simulate: the replay hal and the fixture's host list
  *   png.c     --png: dot run on the DOT text
  *   ctx.c     the bottom: messages, step line, commands, addresses, hostfile output
+ *   doctor*.c `meshconfig doctor` (doctor.h; its files share doctor_impl.h), which
+ *             takes cfg_check_envs from opts.c and nothing else of these
  *
  * Calls go down the list's order only: run.c -> tb.c -> setup.c -> ctx.c (sim.c and
  * png.c are leaves); ctx.c calls no other file of the module.
@@ -51,6 +53,9 @@ struct cfg_run {
 	int64_t t_step;         /* start of the current step (verbose timing) */
 	struct mr_progress pg;  /* the step line on a terminal (not with --verbose) */
 };
+
+/* opts.c: every --env is NAME=VALUE with a valid NAME (MESHRUN_E_USAGE naming it). */
+int cfg_check_envs(const struct mr_strvec *envs, struct meshrun_err *err);
 
 /* ---- ctx.c -------------------------------------------------------------------- */
 

@@ -9,6 +9,8 @@
 #include "common/optdoc.h"
 #include "common/shquote.h"
 #include "config/config.h"
+#include "config/config_impl.h"
+#include "config/doctor.h"
 
 #ifndef MESHRUN_VERSION
 #define MESHRUN_VERSION "unknown"
@@ -27,6 +29,9 @@ static const char trailer[] =
 	"run by hand go to stderr. (mlx.distributed_config prints all of it on stdout\n"
 	"and waits for Enter after each host's commands; meshconfig never prompts.)\n"
 	"\n"
+	"meshconfig doctor checks every host, cable and RDMA device and the job's own\n"
+	"path before a run: see 'meshconfig doctor --help'.\n"
+	"\n"
 	"Exit status:\n"
 	"  0  success (hostfile written, or DOT printed)\n"
 	"  1  no usable topology: neither mesh nor ring, the requested backend is not\n"
@@ -38,8 +43,9 @@ static const char trailer[] =
 	"  5  a setup command failed on a host, or a planned peer address did not\n"
 	"     answer a ping through its interface after the setup\n";
 
-/* Checked here so that a bad --env is a usage error before any host is touched. */
-static int check_envs(const struct mr_strvec *envs, struct meshrun_err *err)
+/* Checked here so that a bad --env is a usage error before any host is touched
+ * (config_impl.h; doctor's --env too). */
+int cfg_check_envs(const struct mr_strvec *envs, struct meshrun_err *err)
 {
 	for (size_t i = 0; i < envs->nr; i++) {
 		const char *kv = envs->v[i];
@@ -120,13 +126,17 @@ const struct mr_optdoc *mr_config_doc(void)
 {
 	static struct mr_config_opts scratch = MR_CONFIG_OPTS_INIT;
 	static const struct mr_opt opts[] = CONFIG_OPTIONS(&scratch);
-	static const struct mr_optdoc_cmd cmd = { NULL, usage_line, NULL, opts, trailer, NULL };
+	static struct mr_optdoc_cmd cmds[2];
 	static const struct mr_optdoc doc = {
 		"meshconfig", MESHRUN_VERSION,
 		"find how Macs are cabled over Thunderbolt, configure the links, write the MLX hostfile",
-		&cmd, 1, false,
+		cmds, ARRAY_SIZE(cmds), false,
 	};
 
+	if (!cmds[0].usage) {
+		cmds[0] = (struct mr_optdoc_cmd){ NULL, usage_line, NULL, opts, trailer, NULL };
+		cmds[1] = *mr_doctor_doc_cmd(); /* meshconfig doctor */
+	}
 	return &doc;
 }
 
@@ -146,7 +156,7 @@ int mr_config_parse_args(struct mr_config_opts *o, int argc, char **argv, FILE *
 		return MR_CONFIG_EXIT_OK;
 	}
 	if (rc == 0)
-		rc = check_envs(&o->envs, &e);
+		rc = cfg_check_envs(&o->envs, &e);
 	if (rc == 0 && o->timeout_ms < 0)
 		rc = mr_err_set(&e, MESHRUN_E_USAGE, "invalid value for '--timeout': negative");
 	if (rc == 0 && o->timeout_ms > INT32_MAX)

@@ -37,11 +37,33 @@
 	"make it executable (chmod +x), or name its interpreter (--python PATH for a "   \
 	"Python script; sh FILE for a shell script)"
 
+/*
+ * run.c: where a failure points to `meshconfig doctor` (config/doctor.h), one of
+ * whose checks would have named the cause before the run; "%s %s": the doctor's
+ * host option and its value ("--hostfile", "hosts.json" or "--hosts", "m1,m2")
+ */
+/* a host meshrun cannot reach: doctor's reach check, for every host at once */
+#define MR_HINT_DOCTOR_REACH                                                             \
+	"'meshconfig doctor %s %s' checks every host at once (ssh, cables, RDMA, the "    \
+	"job's ports)"
+/* the job's files could not be written there (setup exit 4): a full disk? */
+#define MR_HINT_DOCTOR_DISK                                                              \
+	"a full disk? 'meshconfig doctor %s %s' checks the free space where every host "  \
+	"writes job files"
+/* a rank of a job over the network failed */
+#define MR_HINT_DOCTOR_RANKS                                                             \
+	"ranks that cannot connect (a firewall, macOS's Local Network privacy, a port in " \
+	"use, a cable without its address) or RDMA devices without their GID fail this "  \
+	"way: 'meshconfig doctor %s %s' checks each before a run"
+
 #define MR_LAUNCH_HINTS(X)                                                               \
 	X(MR_HINT_RING_ADDRESS)                                                          \
 	X(MR_HINT_EXIT_127)                                                              \
 	X(MR_HINT_RDMA_FROM_LIST)                                                        \
 	X(MR_HINT_RDMA_FROM_FILE)                                                        \
-	X(MR_HINT_NOT_EXECUTABLE)
+	X(MR_HINT_NOT_EXECUTABLE)                                                        \
+	X(MR_HINT_DOCTOR_REACH)                                                          \
+	X(MR_HINT_DOCTOR_DISK)                                                           \
+	X(MR_HINT_DOCTOR_RANKS)
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "common/compat.h"
 #include "launch/launch.h"
+#include "launch/hints.h"
 #include "launch/supervise.h"
 #include "common/buf.h"
 #include "common/err.h"
@@ -221,6 +222,17 @@ static void setup_done(struct mr_hal_cmd *c, void *ctx)
 	guard_dir(sr->j, h, true); /* inside the run: guard_dirs says a failure */
 }
 
+/* meshconfig doctor's host option and its value for this job's hosts */
+static const char *doctor_opt(const struct mr_launch_opts *o)
+{
+	return o->hostfile ? "--hostfile" : "--hosts";
+}
+
+static const char *doctor_arg(const struct mr_launch_opts *o)
+{
+	return o->hostfile ? o->hostfile : o->hosts ? o->hosts : "127.0.0.1";
+}
+
 /* Reachability, then the setup command on every host; one error lists them all. */
 static int prepare_hosts(struct job *j, struct meshrun_err *err)
 {
@@ -232,6 +244,8 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 	char **av = NULL;
 	struct mr_hostfold fold = MR_HOSTFOLD_INIT;
 	size_t nbad = 0;
+	bool full = false; /* a host could not write the job's files (exit 4) */
+	enum { DOCTOR_NONE, DOCTOR_REACH, DOCTOR_DISK } doctor = DOCTOR_NONE;
 	int rc = 0;
 
 	if (!errs || !names || !cmds) {
@@ -250,6 +264,7 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 			}
 		rc = mr_err_set(err, MESHRUN_E_CONNECT, "cannot reach %zu of %zu host%s:", nbad,
 				j->nhosts, j->nhosts == 1 ? "" : "s");
+		doctor = DOCTOR_REACH;
 		goto out;
 	}
 
@@ -325,12 +340,21 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 			goto out;
 		}
 		nbad++;
+		full |= c->hal_rc == 0 && c->status == 4;
 	}
+	if (full)
+		doctor = DOCTOR_DISK;
 	if (nbad)
 		rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "checks before launch failed on %zu of %zu host%s:",
 				nbad, j->nhosts, j->nhosts == 1 ? "" : "s");
 out:
 	if (fold.n && mr_hostfold_render(&fold, j->o->verbose, "--verbose", "", &j->report) < 0)
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	/* after the hal's hints: the check that would have named the cause */
+	if ((doctor == DOCTOR_REACH &&
+	     mr_strvec_pushf(&j->report, "hint: " MR_HINT_DOCTOR_REACH, doctor_opt(j->o), doctor_arg(j->o)) < 0) ||
+	    (doctor == DOCTOR_DISK &&
+	     mr_strvec_pushf(&j->report, "hint: " MR_HINT_DOCTOR_DISK, doctor_opt(j->o), doctor_arg(j->o)) < 0))
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 	mr_hostfold_release(&fold);
 	for (size_t k = 0; cmds && k < j->nhosts; k++)
@@ -653,6 +677,10 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 		mr_sup_abort(&sup);
 	}
 	code = mr_sup_wait(&sup);
+	/* a rank's own failure (not a signal, --timeout or 127 "not found") in a
+	 * job whose ranks talk over the network between hosts */
+	if (code > 0 && code < 127 && j.nhosts > 1 && plan->backend != MR_BACKEND_MPI)
+		mr_warn("hint: " MR_HINT_DOCTOR_RANKS, doctor_opt(o), doctor_arg(o));
 	for (size_t r = 0; r < plan->hf->nhosts; r++)
 		if (sup.ranks[r].started && (!sup.ranks[r].done || sup.ranks[r].hal_rc < 0))
 			j.hosts[j.host_of[r]].lost = true;

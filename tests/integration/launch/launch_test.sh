@@ -78,6 +78,9 @@ exit_code)
 	rc=$?
 	[ $rc = 3 ] || fail "exit code $rc, expected 3; stderr: $(cat "$D/err")"
 	grep -q 'rank 2 (127.0.0.1): exit status 3' "$D/err" || fail "no summary line: $(cat "$D/err")"
+	# ranks on one host: no pointer to meshconfig doctor (integration/doctor
+	# checks it where ranks talk between hosts)
+	! grep -q "meshconfig doctor" "$D/err" || fail "a doctor hint for local ranks: $(cat "$D/err")"
 	check_no_process_left 7
 	;;
 signal_rank)
@@ -328,7 +331,11 @@ same_way)
 	grep -q '^\[ERROR\] hint: exit status 127 .* --env LD_LIBRARY_PATH' "$D/err" || fail "no hint: $(cat "$D/err")"
 	"$MESHRUN" --help | grep -q -- '--env' || fail "the hint's --env is not in --help"
 	# a rank that exits on its own while meshrun stops the others is said so
-	"$MESHRUN" -n 3 -- sh -c 'if [ "$MLX_RANK" = 1 ]; then exit 3; fi; trap "exit 5" TERM; sleep 30 & wait' \
+	# (rank 1 fails once the others have their trap: a TERM before it would
+	# end them by the signal, which is "stopped by meshrun")
+	"$MESHRUN" -n 3 -- sh -c 'if [ "$MLX_RANK" = 1 ]; then
+		while ! [ -e "$0/ready0" ] || ! [ -e "$0/ready2" ]; do sleep 0.05; done; exit 3; fi
+		trap "exit 5" TERM; : >"$0/ready$MLX_RANK"; sleep 30 & wait' "$D" \
 		2>"$D/err"; rc=$?
 	[ $rc = 3 ] && grep -q '^\[ERROR\] rank 1 (127.0.0.1): exit status 3$' "$D/err" &&
 		grep -Eq '^\[ERROR\] rank [02] \(127.0.0.1\): exit status 5, as meshrun was stopping it after rank 1' "$D/err" ||

@@ -1,7 +1,7 @@
 #!/bin/bash
 # run_rdma.sh - ctest driver of the JACCL soft-RoCE tests (see guest_jaccl.sh).
 # Usage: run_rdma.sh BUILD_DIR ASAN(ON/OFF) [CASE...]
-# CASE: mesh4 ring4x2 shim kill pull baddev (guest_jaccl.sh; default: all), so
+# CASE: mesh4 ring4x2 shim kill pull baddev doctor (guest_jaccl.sh; default: all), so
 # one part can be run alone, e.g. `run_rdma.sh build/plain OFF shim` (about a
 # minute: MLX's mpi calls through libmeshrun-mpi on jaccl).
 # MESHRUN_RXE_MAX_SIZE (default 16M): largest buffer of the mesh4 and ring4x2
@@ -18,11 +18,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
 CASES=("$@")
 if [ ${#CASES[@]} = 0 ]; then
-	CASES=(mesh4 ring4x2 shim kill pull baddev)
+	CASES=(mesh4 ring4x2 shim kill pull baddev doctor)
 	# libmeshrun-mpi's check needs the C++ test program (no C++ compiler: not built)
 	if [ ! -x "$BUILD/bin/mpishim-mlx-test" ] || [ ! -e "$BUILD/lib/libmeshrun-mpi.so" ]; then
 		echo "note: case shim left out: $BUILD/bin/mpishim-mlx-test or lib/libmeshrun-mpi.so is not built"
-		CASES=(mesh4 ring4x2 kill pull baddev)
+		CASES=(mesh4 ring4x2 kill pull baddev doctor)
 	fi
 fi
 
@@ -32,7 +32,7 @@ esac
 if [ "$(id -u)" != 0 ]; then
 	echo "skip: the soft-RoCE tests need root (apt-get, QEMU with the host's / shared into the guest)"; exit 77
 fi
-for p in meshrun meshrun-allreduce-test; do
+for p in meshrun meshconfig meshrun-allreduce-test; do
 	[ -x "$BUILD/bin/$p" ] || { echo "error: $BUILD/bin/$p not built"; exit 1; }
 done
 # one guest per work directory at a time: one per build directory (named by a
