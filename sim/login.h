@@ -7,7 +7,11 @@
  * mount namespace <state>/passwd, a copy of /etc/passwd whose root entry has
  * zsh as its shell, is bind-mounted over /etc/passwd; in that UTS namespace the
  * host name is set. Every session sshd starts (meshrun's ranks, meshconfig's
- * commands) inherits both. Why this and not a per-cluster user: the shims
+ * commands) inherits both. The host also has a /Library of its own (a Mac's
+ * LaunchDaemons, launchd.h): sshd is chrooted into <host>/root, made of bind
+ * mounts of every top-level folder of / plus <host>/Library as /Library; the
+ * host's launchd (meshsim-launchd boot) runs there first and loads its
+ * /Library/LaunchDaemons, as a Mac's launchd does before sshd. Why this and not a per-cluster user: the shims
  * (ifconfig, route, sudo) change the network namespace and need root, and
  * meshsim must leave the machine as it found it: nothing is written under /etc,
  * the mount and the name exist only in namespaces that end with that sshd (also
@@ -27,7 +31,9 @@ int mr_sim_login_write_passwd(const char *state_dir, struct meshrun_err *err);
 /*
  * The job that starts host's sshd (it daemonizes; the job ends when the parent
  * returns): in network namespace ns, a new mount and UTS namespace, passwd from
- * state_dir, host name host, config and log in host_dir. sshd is its path.
+ * state_dir, host name host, config and log in host_dir, its own /Library and
+ * its launchd's boot (launchd.h, logged to host_dir/launchd.log). sshd is its
+ * path.
  */
 void mr_sim_login_sshd_job(struct mr_sim_job *j, const char *label, const char *ns,
 			   const char *host, const char *state_dir, const char *host_dir,
