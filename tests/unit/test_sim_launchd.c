@@ -1,7 +1,8 @@
 /*
  * test_sim_launchd.c - the simulated hosts' launchd (sim/launchd.h) and its
  * plist reader (sim/plist.h): what launchd accepts and refuses, each refusal
- * naming the line, key or file. The process side (bootstrap, boot, bootout) runs in
+ * naming the line, key or file; meshconfig's own LaunchDaemon (config/boot.h)
+ * passes every rule. The process side (bootstrap, boot, bootout) runs in
  * tests/integration/sim/sim_launchd.sh (root).
  */
 #include "common/compat.h"
@@ -15,6 +16,7 @@
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/xalloc.h"
+#include "config/boot.h"
 #include "sim/launchd.h"
 #include "sim/plist.h"
 
@@ -203,6 +205,28 @@ static void test_job_rules(void **state)
 	mr_launchd_job_release(&job);
 }
 
+/* meshconfig's LaunchDaemon (config/boot.h) is one the simulated launchd runs as written. */
+static void test_meshconfig_plist_accepted(void **state)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	struct mr_launchd_job job;
+	struct mr_plist *p = NULL;
+
+	(void)state;
+	assert_int_equal(mr_plist_parse(cfg_boot_plist, strlen(cfg_boot_plist), &p, &e), 0);
+	assert_int_equal(mr_launchd_job_from_plist(p, &job, &e), 0);
+	assert_string_equal(job.label, CFG_BOOT_LABEL);
+	assert_string_equal(job.program, "/bin/sh");
+	assert_int_equal(job.argv.nr, 2);
+	assert_string_equal(job.argv.v[1], CFG_BOOT_SCRIPT);
+	assert_true(job.run_at_load);
+	assert_int_equal(job.start_interval, CFG_BOOT_INTERVAL);
+	assert_string_equal(job.stdout_path, CFG_BOOT_LOG);
+	assert_string_equal(job.stderr_path, CFG_BOOT_LOG);
+	mr_launchd_job_release(&job);
+	mr_plist_free(p);
+}
+
 /* Root-owned and not group/world writable, a regular file (needs root to chown). */
 static void test_file_ownership(void **state)
 {
@@ -268,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_plist_values),
 		cmocka_unit_test(test_plist_refused),
 		cmocka_unit_test(test_job_rules),
+		cmocka_unit_test(test_meshconfig_plist_accepted),
 		cmocka_unit_test(test_file_ownership),
 		cmocka_unit_test(test_shim_text),
 	};
