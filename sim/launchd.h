@@ -96,8 +96,9 @@ int mr_launchd_check_file(const char *path, struct meshrun_err *err);
 /* Read, check and parse path into job (the three above). */
 int mr_launchd_load_file(const char *path, struct mr_launchd_job *job, struct meshrun_err *err);
 
-/* meshsim-launchd's two entry points: `launchctl HOST_DIR ARGS...` (argv from
- * the verb on) and `boot HOST_DIR`. Each returns the process exit code. */
+/* What meshsim-launchd runs: `launchctl HOST_DIR ARGS...` (argv from the verb
+ * on), and the boot of `meshsim-launchd host` (launchd_main.c: the host's root,
+ * then this, then sshd). Each returns the process exit code. */
 int mr_launchd_launchctl(const char *host_dir, int argc, char **argv);
 int mr_launchd_boot(const char *host_dir);
 /* The same over daemons_dir instead of /Library/LaunchDaemons (unit tests). */

@@ -8,10 +8,10 @@
  * zsh as its shell, is bind-mounted over /etc/passwd; in that UTS namespace the
  * host name is set. Every session sshd starts (meshrun's ranks, meshconfig's
  * commands) inherits both. The host also has a /Library of its own (a Mac's
- * LaunchDaemons, launchd.h): sshd is chrooted into <host>/root, made of bind
- * mounts of every top-level folder of / plus <host>/Library as /Library; the
- * host's launchd (meshsim-launchd boot) runs there first and loads its
- * /Library/LaunchDaemons, as a Mac's launchd does before sshd. Why this and not a per-cluster user: the shims
+ * LaunchDaemons, launchd.h): `meshsim-launchd host` chroots into <host>/root,
+ * made of bind mounts of every top-level folder of / plus <host>/Library as
+ * /Library (mr_sim_login_enter_root), loads the host's /Library/LaunchDaemons
+ * there and then execs sshd, as a Mac's launchd starts sshd. Why this and not a per-cluster user: the shims
  * (ifconfig, route, sudo) change the network namespace and need root, and
  * meshsim must leave the machine as it found it: nothing is written under /etc,
  * the mount and the name exist only in namespaces that end with that sshd (also
@@ -38,6 +38,15 @@ int mr_sim_login_write_passwd(const char *state_dir, struct meshrun_err *err);
 void mr_sim_login_sshd_job(struct mr_sim_job *j, const char *label, const char *ns,
 			   const char *host, const char *state_dir, const char *host_dir,
 			   const char *sshd);
+
+/*
+ * Inside the host's mount namespace (refused in the machine's own): make
+ * host_dir/root of bind mounts (MS_REC) of every top-level folder of /, its
+ * symlinks as they are, host_dir/Library bound on its /Library, then chroot
+ * there. Nothing is made under the machine's /; the mounts end with the
+ * namespace. 0, or an error naming the call and path.
+ */
+int mr_sim_login_enter_root(const char *host_dir, struct meshrun_err *err);
 
 /* Join the UTS namespace of the host's sshd (pid; 0 or not running: nothing), so
  * that `meshsim exec HOST -- hostname` prints HOST as ssh does. 0 or -1 (errno). */

@@ -22,18 +22,17 @@ HF=$TMP/hosts.json
 mc() { "$MESHCONFIG" --hosts "$HOSTS" --ssh-config "$CFG" "$@"; }
 S() { ssh -F "$CFG" -o ConnectTimeout=15 "$@" </dev/null; }
 
-# What a reboot and --undo must restore on each host: IPv4 addresses and
-# routes; each link's admin flags, MTU and master; bridge0 up or down and its
-# members as `ifconfig bridge0` lists them (cable-less ports too); every file
-# under /Library with its owner and mode.
+# What a reboot and --undo must restore on each host: lib.sh's snapshot
+# (IPv4 addresses, routes, link admin states), then each link's MTU and master,
+# bridge0 up or down and its members as `ifconfig bridge0` lists them
+# (cable-less ports too), every file under /Library with its owner and mode.
 hoststate() {
 	local h
+	snapshot "$N"
 	for h in ${HOSTS//,/ }; do
 		echo "== $h"
-		ip -n "$N-$h" -4 -o addr show | awk '{ print $2, $4 }'
-		ip -n "$N-$h" -4 route show
 		ip -n "$N-$h" -o link show | awk '{ m = "-"; for (i = 1; i <= NF; i++) if ($i == "master") m = $(i + 1)
-			print $2, $3, "mtu", $5, "master", m }' | sed -E 's/@[^:]*//; s/(NO-CARRIER|LOWER_UP),?//g'
+			print $2, "mtu", $5, "master", m }' | sed -E 's/@[^:]*//'
 		"$MESHSIM" exec --name "$N" "$h" -- ifconfig bridge0 |
 			awk 'NR == 1 { print "bridge0", ($0 ~ /<UP/ ? "up" : "down") } $1 == "member:" { print "member", $2 }'
 		(cd "$MESHSIM_STATE_DIR/$N/$h/Library" && find . -printf '%p %U:%G %m\n' | sort)
