@@ -60,7 +60,7 @@ static int skip_past(struct rd *r, const char *close)
 {
 	size_t n = strlen(close);
 
-	for (; r->p + n <= r->end; r->p++)
+	for (; (size_t)(r->end - r->p) >= n; r->p++)
 		if (!memcmp(r->p, close, n)) {
 			r->p += n;
 			return 0;
@@ -159,7 +159,8 @@ static int read_text(struct rd *r, const char *name, struct mr_buf *out)
 			r->p = s;
 			if (skip_past(r, "]]>") < 0)
 				return bad(r, "CDATA not closed");
-			mr_buf_append(out, s, (size_t)(r->p - 3 - s));
+			if (mr_buf_append(out, s, (size_t)(r->p - 3 - s)) < 0)
+				return bad(r, "out of memory");
 			continue;
 		}
 		if (*r->p == '<')
@@ -173,7 +174,8 @@ static int read_text(struct rd *r, const char *name, struct mr_buf *out)
 
 			for (size_t i = 0; i < ARRAY_SIZE(ents) && !done; i++)
 				if (starts(r, ents[i].ent)) {
-					mr_buf_putc(out, ents[i].c);
+					if (mr_buf_putc(out, ents[i].c) < 0)
+						return bad(r, "out of memory");
 					r->p += strlen(ents[i].ent);
 					done = true;
 				}
@@ -195,7 +197,8 @@ static int read_text(struct rd *r, const char *name, struct mr_buf *out)
 				if (v < 1 || v > 127)
 					return bad(r, "character reference '%.*s' is not simulated (ASCII only)",
 						   (int)(e - r->p + 1), r->p);
-				mr_buf_putc(out, (char)v);
+				if (mr_buf_putc(out, (char)v) < 0)
+					return bad(r, "out of memory");
 				r->p = e + 1;
 				done = true;
 			}
@@ -203,7 +206,8 @@ static int read_text(struct rd *r, const char *name, struct mr_buf *out)
 				return bad(r, "unknown entity");
 			continue;
 		}
-		mr_buf_putc(out, *r->p++);
+		if (mr_buf_putc(out, *r->p++) < 0)
+			return bad(r, "out of memory");
 	}
 	return bad(r, "<%s> not closed", name);
 }
