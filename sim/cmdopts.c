@@ -49,6 +49,8 @@ static const struct {
 		"  recable HOST:IF HOST:IF          a cable between these two ports (the cables\n"
 		"                                   there before are removed)\n"
 		"  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
+		"                                   (sshd and its launchd start again; the network\n"
+		"                                   stays as it was)\n"
 		"  reboot HOST                      the host restarts: its processes end, its ports,\n"
 		"                                   addresses, routes, MTUs and bridge0 are as at boot\n"
 		"                                   (ports in bridge0), its TMPDIR is emptied, then\n"
