@@ -525,13 +525,34 @@ static int start_job(const struct launchd *ld, const char *path, const struct mr
 	return rc;
 }
 
+/* Whether pid runs: an exited supervisor is not ours to reap (its parent is
+ * whoever adopted it), so a zombie counts as gone. */
+static bool alive(pid_t pid)
+{
+	char path[64], st[256];
+	FILE *f;
+	bool zombie = false;
+
+	if (kill(pid, 0) < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	f = fopen(path, "r");
+	if (f && fgets(st, sizeof(st), f)) {
+		const char *rp = strrchr(st, ')'); /* "pid (comm) S ..." */
+		zombie = rp && rp[1] == ' ' && rp[2] == 'Z';
+	}
+	if (f)
+		fclose(f);
+	return !zombie;
+}
+
 /* Stop a loaded job (its supervisor stops the job first) and forget it. */
 static void stop_supervisor(const struct launchd *ld, const char *label, const struct record *rec)
 {
 	int64_t deadline = mr_now_ms() + (DEFAULT_EXIT_TIMEOUT + 5) * 1000;
 
 	if (kill(rec->pid, SIGTERM) == 0)
-		while (kill(rec->pid, 0) == 0 && mr_ms_left(deadline) > 0)
+		while (alive(rec->pid) && mr_ms_left(deadline) > 0)
 			mr_sleep_ms(10);
 	remove_record(ld, label);
 }

@@ -57,6 +57,11 @@
 #define CFG_BOOT_LOG CFG_BOOT_LOGDIR "/meshconfig-at-boot.log"
 #define CFG_BOOT_INTERVAL 300 /* seconds between two runs after boot */
 #define CFG_MTU_DEFAULT 1500  /* macOS's MTU of a Thunderbolt port, what --undo puts back */
+/* --undo's script runs some twenty commands on a host (a few per Thunderbolt
+ * port): its deadline is this many times --timeout's (default 30 s, hal.h),
+ * so that 64 simulated hosts sharing two cores finish it; on a Mac it takes a
+ * second. */
+#define CFG_UNDO_DEADLINE_FACTOR 4
 
 struct mr_topo_plan;
 

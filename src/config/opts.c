@@ -127,7 +127,8 @@ static int check_boot_flags(const struct mr_config_opts *o, struct meshrun_err *
 		MR_OPT_BOOL(0, "undo", &(o)->undo,                                            \
 			    "Remove what meshconfig set up on the hosts: the LaunchDaemon, "  \
 			    "the addresses, routes and MTUs of the Thunderbolt ports, which " \
-			    "go back to bridge0 (meshconfig only)"),                          \
+			    "go back to bridge0; its script's deadline is 4 x --timeout "     \
+			    "(meshconfig only)"),                                             \
 		MR_OPT_LIST(0, "env", &(o)->envs, "K=V",                                      \
 			    "Set environment variables for the jobs (repeatable)"),           \
 		MR_OPT_GROUP("Output"),                                                       \

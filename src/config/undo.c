@@ -24,15 +24,20 @@ const char cfg_undo_script[] =
 	"\tlaunchctl bootout system/" CFG_BOOT_LABEL " >&2 && did 'unloaded " CFG_BOOT_LABEL "' ||\n"
 	"\t\tfail 'launchctl bootout system/" CFG_BOOT_LABEL "'\n"
 	"fi\n"
+	"set --\n"
 	"for f in '" CFG_BOOT_PLIST "' '" CFG_BOOT_DIR "' '" CFG_BOOT_LOGDIR "'; do\n"
-	"\t[ ! -e \"$f\" ] || { rm -rf \"$f\" && did \"removed $f\" || fail \"rm -rf $f\"; }\n"
+	"\t[ ! -e \"$f\" ] || set -- \"$@\" \"$f\"\n"
 	"done\n"
+	"if [ $# -gt 0 ]; then\n"
+	"\tif rm -rf \"$@\"; then for f; do did \"removed $f\"; done; else fail \"rm -rf $*\"; fi\n"
+	"fi\n"
 	"# 2. every Thunderbolt port: meshconfig's routes and addresses, the MTU, back in bridge0\n"
 	"ports=$(networksetup -listallhardwareports | awk '\n"
 	"\t/^Hardware Port: / { tb = ($0 ~ /^Hardware Port: Thunderbolt [0-9]+$/); next }\n"
 	"\ttb && /^Device: / { print $2; tb = 0 }')\n"
 	"routes=$(netstat -rn -f inet)\n"
-	"members=\" $(ifconfig bridge0 2>/dev/null | awk '$1 == \"member:\" { printf \"%s \", $2 }')\"\n"
+	"bridge=$(ifconfig bridge0 2>/dev/null)\n"
+	"members=\" $(printf '%s\\n' \"$bridge\" | awk '$1 == \"member:\" { printf \"%s \", $2 }')\"\n"
 	"for i in $ports; do\n"
 	"\tcur=$(ifconfig \"$i\" 2>/dev/null) || continue\n"
 	"\tfor r in $(printf '%s\\n' \"$routes\" | awk -v i=\"$i\" '$4 == i && $3 ~ /H/ && $3 ~ /S/ &&\n"
@@ -53,7 +58,7 @@ const char cfg_undo_script[] =
 	"\t*) ifconfig bridge0 addm \"$i\" >&2 && did \"$i: back in bridge0\" || fail \"ifconfig bridge0 addm $i\" ;;\n"
 	"\tesac\n"
 	"done\n"
-	"case $(ifconfig bridge0 2>/dev/null | sed -n 1p) in\n"
+	"case $(printf '%s\\n' \"$bridge\" | sed -n 1p) in\n"
 	"''|*'<UP'*) ;;\n"
 	"*) ifconfig bridge0 up >&2 && did 'bridge0 up' || fail 'ifconfig bridge0 up' ;;\n"
 	"esac\n"
@@ -79,8 +84,11 @@ int cfg_undo(struct cfg_run *c)
 	}
 	cmds = xcalloc(n, sizeof(*cmds));
 	cfg_step(c, "undoing the setup on every host");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		cfg_cmd(c, &cmds[i], c->hosts[i].name, argv);
+		/* some twenty commands in one: its own deadline (boot.h) */
+		cmds[i].timeout_ms = CFG_UNDO_DEADLINE_FACTOR * (c->timeout_ms > 0 ? c->timeout_ms : 30000);
+	}
 	if (cfg_hal_run(c, cmds, n, &e) < 0) {
 		cfg_error(c, "--undo: %s", e.msg);
 		rc = MR_CONFIG_EXIT_SETUP;

@@ -872,6 +872,16 @@ static void test_undo(void **state)
 	assert_contains(r.err, "m2: --undo: 'ifconfig bridge0 addm en2' failed: ifconfig: BRDGADD en2: Device busy");
 	result_release(&r);
 
+	/* its deadline is 4 x --timeout: 0.6 s of work within --timeout 0.3 */
+	{
+		const char *targs[] = { "--undo", "--timeout", "0.3", NULL };
+		const struct answer slow[] = { { "m3", UNDO, 0, "done\n", NULL, 600, 0 } };
+		run_with(M3, targs, slow, ARRAY_SIZE(slow), &r);
+		if (r.rc != 0)
+			fail_msg("exit %d: %s", r.rc, r.err);
+		result_release(&r);
+	}
+
 	run_with(M3, args, nosudo, ARRAY_SIZE(nosudo), &r);
 	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
 	assert_contains(r.err, "--undo needs passwordless sudo");
