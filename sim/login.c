@@ -111,8 +111,10 @@ int mr_sim_login_enter_root(const char *host_dir, struct meshrun_err *err)
 		rc = mr_err_set(err, MESHRUN_E_INVAL, "not in a mount namespace of its own: no root made");
 		goto out;
 	}
-	if (mkdir(root, 0755) < 0 && errno != EEXIST) {
-		rc = mr_err_sys(err, "mkdir '%s'", root);
+	/* the root a mount of its own, as the real one is: `ip -n NS` (iproute2's
+	 * netns_switch) remounts "/" rslave, which fails on a plain folder */
+	if ((mkdir(root, 0755) < 0 && errno != EEXIST) || mount(root, root, NULL, MS_BIND, NULL) < 0) {
+		rc = mr_err_sys(err, "bind '%s' on itself", root);
 		goto out;
 	}
 	d = opendir("/");

@@ -75,8 +75,11 @@ int cfg_boot_script(const struct mr_topo_plan *p, size_t i, const char *host, in
 		    struct mr_buf *out, struct meshrun_err *err);
 /* The LaunchDaemon's plist, the same on every host. */
 extern const char cfg_boot_plist[];
-/* boot.c: install the LaunchDaemon on every host; apply false (a host without
- * passwordless sudo): an error, nothing installed. */
+/* boot.c, after the setup: with --at-boot, install the LaunchDaemon on every
+ * host (apply false, a host without passwordless sudo: an error, nothing
+ * installed); without it, after an applied setup, warn about each host that
+ * still has the LaunchDaemon of an earlier --at-boot run (it would apply that
+ * plan again at boot). */
 int cfg_at_boot(struct cfg_run *c, const struct mr_topo_plan *p, bool apply);
 
 /* undo.c: --undo on every reachable host. */
