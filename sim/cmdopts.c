@@ -30,7 +30,8 @@ static const struct {
 	},
 	[MR_SIM_STATUS] = {
 		"status", "meshsim status [NAME]", "hosts, cables, addresses, faults",
-		"Shows the hosts (namespace, addresses, sshd), cables and faults of NAME.\n",
+		"Shows the hosts (namespace, addresses, sshd), cables and faults of NAME;\n"
+		"without NAME, one line per cluster that is up.\n",
 	},
 	[MR_SIM_EXEC] = {
 		"exec", "meshsim exec [--name NAME] HOST -- COMMAND [ARG...]",

@@ -41,6 +41,7 @@
 #include "common/compat.h"
 #include "common/strvec.h"
 #include "hal/hal.h"
+#include "hal/ssh_opts.h"
 
 /* Exit codes of meshconfig (documented in --help). */
 enum mr_config_exit {
@@ -66,21 +67,16 @@ struct mr_config_opts {
 	struct mr_strvec envs;       /* --env K=V (repeatable), checked */
 	bool verbose;                /* --verbose */
 	const char *simulate;        /* --simulate DIR: hosts answered from fixture DIR */
-	const char *ssh_config;      /* --ssh-config FILE */
-	const char *known_hosts;     /* --known-hosts FILE (default ~/.ssh/known_hosts) */
-	bool accept_new_hostkeys;    /* --accept-new-hostkeys */
 	int64_t timeout_ms;          /* --timeout: per-command deadline, 0: hal default */
 	const char *png;             /* --png FILE: the DOT rendered by GraphViz, then stop */
-	const char *ssh;             /* --ssh auto|libssh2|openssh (NULL: $MESHRUN_SSH, else auto) */
-	const char *persist;         /* --persist DURATION|stop (NULL: $MESHRUN_SSH_PERSIST) */
+	struct mr_ssh_opts ssh;      /* --ssh-config, --ssh, --persist, --known-hosts, ... */
 	bool at_boot;                /* --at-boot: a LaunchDaemon applies the setup at boot (boot.h) */
 	bool undo;                   /* --undo: remove what meshconfig set up (boot.h) */
 	int mtu;                     /* --mtu N: on every cable's two ends, 0: unchanged (boot.h) */
 };
 
 #define MR_CONFIG_OPTS_INIT { NULL, NULL, "thunderbolt", NULL, false, NULL, false, false, \
-			      MR_STRVEC_INIT, false, NULL, NULL, NULL, false, 0, NULL, NULL, NULL, \
-			      false, false, 0 }
+			      MR_STRVEC_INIT, false, NULL, 0, NULL, MR_SSH_OPTS_INIT, false, false, 0 }
 
 /*
  * Parse the command line into o (strings point into argv). Prints --help or

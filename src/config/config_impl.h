@@ -27,6 +27,13 @@
 #include "hal/hal.h"
 #include "hostfile/hostfile.h"
 
+/* tb.c: a host without system_profiler (not a Mac; 127.0.0.1 is the default
+ * host); tests/unit/test_hints.c checks its flags against meshconfig's table */
+#define MR_CONFIG_HINT_NOT_A_MAC                                                          \
+	"system_profiler and networksetup are macOS commands: meshconfig reads how Macs " \
+	"are cabled, so give the Macs with --hosts (it runs from any machine), or see "   \
+	"what it makes of a recorded cluster with --simulate DIR (docs/guide-laptop.md)"
+
 struct cfg_host {
 	char *name;     /* ssh name, as the user gave it */
 	bool reachable; /* ssh check passed */

@@ -100,68 +100,54 @@ static int check_boot_flags(const struct mr_config_opts *o, struct meshrun_err *
 	{                                                                                     \
 		MR_OPT_GROUP("Hosts"),                                                        \
 		MR_OPT_STRING_D(0, "hosts", &(o)->hosts, "LIST", "127.0.0.1",                 \
-				"A comma separated list of hosts"),                           \
+				"comma-separated hosts: ssh names or IP addresses"),          \
 		MR_OPT_STRING(0, "hostfile", &(o)->hostfile, "FILE",                          \
-			      "The file containing the hosts"),                               \
+			      "MLX hostfile to take the hosts from"),                         \
 		MR_OPT_BOOL(0, "ignore-unreachable", &(o)->ignore_unreachable,                \
-			    "Ignore hosts that are not reachable via ssh"),                   \
+			    "leave out the hosts ssh cannot reach instead of failing"),       \
 		MR_OPT_GROUP("What to configure"),                                            \
 		{ MR_OPTK_CHOICE, 0, "over", &(o)->over, "WHICH",                             \
-		  "What type of connectivity to configure", 0, 0, "thunderbolt|ethernet", NULL, \
+		  "what type of connectivity to configure", 0, 0, "thunderbolt|ethernet", NULL, \
 		  0, "thunderbolt" },                                                         \
 		MR_OPT_CHOICE(0, "backend", &(o)->backend, "ring|jaccl|jaccl-ring",           \
-			      "Which distributed backend to configure (default: jaccl on an "  \
+			      "which distributed backend to configure (default: jaccl on an " \
 			      "RDMA mesh, else jaccl-ring, else ring)"),                      \
 		MR_OPT_BOOL(0, "auto-setup", &(o)->auto_setup,                                \
-			    "Run the setup commands on the hosts with sudo (needs "           \
+			    "run the setup commands on the hosts with sudo (needs "           \
 			    "passwordless sudo on every host)"),                              \
 		MR_OPT_SET_FALSE(0, "no-auto-setup", &(o)->auto_setup,                        \
-				 "Only print the setup commands (the default)"),              \
+				 "only print the setup commands (the default)"),              \
 		MR_OPT_BOOL(0, "at-boot", &(o)->at_boot,                                      \
-			    "With --auto-setup: also install a LaunchDaemon on every host "   \
+			    "with --auto-setup: also install a LaunchDaemon on every host "   \
 			    "that applies this setup again at boot and every 5 minutes "      \
 			    "(running meshconfig again replaces it; meshconfig only)"),       \
 		MR_OPT_INT(0, "mtu", &(o)->mtu, "N", 576, 65535,                              \
-			   "Set the MTU of every cable's two ends to N (e.g. 9000) and check "   \
+			   "set the MTU of every cable's two ends to N (e.g. 9000) and check "   \
 			   "each cable with a don't-fragment ping of N bytes (meshconfig only)"), \
 		MR_OPT_BOOL(0, "undo", &(o)->undo,                                            \
-			    "Remove what meshconfig set up on the hosts: the LaunchDaemon, "  \
+			    "remove what meshconfig set up on the hosts: the LaunchDaemon, "  \
 			    "the addresses, routes and MTUs of the Thunderbolt ports, which " \
 			    "go back to bridge0; its script's deadline is 4 x --timeout "     \
 			    "(meshconfig only)"),                                             \
 		MR_OPT_LIST(0, "env", &(o)->envs, "K=V",                                      \
-			    "Set environment variables for the jobs (repeatable)"),           \
+			    "a variable for the jobs, NAME=VALUE (repeatable)"),              \
 		MR_OPT_GROUP("Output"),                                                       \
 		MR_OPT_STRING(0, "output-hostfile", &(o)->output_hostfile, "FILE",            \
-			      "If provided, save the hostfile to this path (else stdout)"),   \
+			      "write the hostfile to FILE (default: stdout)"),                \
 		MR_OPT_BOOL(0, "dot", &(o)->dot,                                              \
-			    "Output the topology in DOT format and exit"),                    \
+			    "print the topology in DOT format and exit"),                     \
 		MR_OPT_STRING(0, "png", &(o)->png, "FILE",                                    \
-			      "Write the topology picture to FILE with GraphViz's dot and "   \
+			      "write the topology picture to FILE with GraphViz's dot and "   \
 			      "exit (meshconfig only)"),                                      \
 		MR_OPT_BOOL(0, "verbose", &(o)->verbose,                                      \
-			    "Print debug messages (each step and its time, on stderr)"),      \
+			    "print debug messages (each step and its time, on stderr)"),      \
 		MR_OPT_GROUP("meshconfig only"),                                              \
 		MR_OPT_STRING(0, "simulate", &(o)->simulate, "DIR",                           \
-			      "Answer every host command from the fixture folder DIR "        \
+			      "answer every host command from the fixture folder DIR "        \
 			      "(hosts default to the fixture's)"),                            \
-		MR_OPT_STRING(0, "ssh-config", &(o)->ssh_config, "FILE",                      \
-			      "ssh_config file (default: $MESHRUN_SSH_CONFIG, else "          \
-			      "~/.ssh/config)"),                                              \
-		MR_OPT_CHOICE(0, "ssh", &(o)->ssh, "auto|libssh2|openssh",                    \
-			      "How hosts are reached (default: $MESHRUN_SSH, else auto: "     \
-			      "libssh2, or the OpenSSH client with a control master for a "  \
-			      "host whose ssh_config needs it, e.g. PKCS11Provider or a FIDO key)"), \
-		MR_OPT_STRING(0, "persist", &(o)->persist, "DURATION|stop",                   \
-			      "Keep ssh connections in a per-user background process for "   \
-			      "DURATION after the last use (10m, 90s, 1h; default: "         \
-			      "$MESHRUN_SSH_PERSIST), shared with meshrun; 'stop' ends it"),  \
-		MR_OPT_STRING(0, "known-hosts", &(o)->known_hosts, "FILE",                    \
-			      "known_hosts file (default: ~/.ssh/known_hosts)"),              \
-		MR_OPT_BOOL(0, "accept-new-hostkeys", &(o)->accept_new_hostkeys,              \
-			    "Add unknown host keys to known_hosts instead of failing"),       \
 		MR_OPT_DURATION(0, "timeout", &(o)->timeout_ms, "SECS",                       \
-				"Deadline of each host command (default: 30s)"),              \
+				"deadline of each host command (default, and with 0: 30s)"),  \
+		MR_SSH_OPTS(&(o)->ssh),                                                       \
 		MR_OPT_END(),                                                                 \
 	}
 

@@ -103,6 +103,14 @@ static int build_cluster(struct cfg_run *c, struct mr_hal_cmd *cmds, struct mr_t
 			}
 		}
 	}
+	for (size_t i = 0; i < c->nhosts; i++) { /* not a Mac: say what meshconfig is for, once */
+		const struct mr_hal_cmd *sp = &cmds[i * D_NR + D_SP];
+
+		if (sp->hal_rc == MESHRUN_E_EXEC || (sp->hal_rc == 0 && !sp->signal && sp->status == 127)) {
+			cfg_error(c, "hint: %s", MR_CONFIG_HINT_NOT_A_MAC);
+			break;
+		}
+	}
 	if (nbad == 0 && cfg_ip_parse(c, &cmds[D_EN0], D_NR) != 0)
 		nbad++;
 	if (nbad)

@@ -74,7 +74,7 @@ bad 2 --hosts "'me@'" meshrun --hosts me@ -- true
 bad 2 --hosts "'@h'" meshrun --hosts @h -- true
 bad 2 --hosts "' 127.0.0.1'" meshrun --hosts "127.0.0.1, 127.0.0.1" -- true
 bad 2 --hosts "'me@-h'" meshrun --hosts me@-h -- true
-bad 2 "ring backend" "'h1'" meshrun --hosts h1,h2 -- true
+bad 2 --env "'NOEQ'" meshrun --env NOEQ -- true
 
 # meshconfig
 bad 2 --over "'wifi'" meshconfig --over wifi
