@@ -524,7 +524,9 @@ static int fault_clock(struct fault_ctx *f, const char *host, const char *val, s
 /*
  * The host's TMPDIR (state.h: <host>/tmp, sshd_config's SetEnv) gets a full
  * 64 KiB tmpfs over it, inside the mount namespace of the host's sshd
- * (login.h), so every ssh session there sees it and nothing else does.
+ * (login.h), so every ssh session there sees it and nothing else does; under
+ * the sshd's root too (-r: it runs chrooted into the host's own tree, whose
+ * binds of / would not show a mount made beside them).
  */
 static int fault_disk(struct fault_ctx *f, const char *host, bool full, struct meshrun_err *err)
 {
@@ -543,7 +545,7 @@ static int fault_disk(struct fault_ctx *f, const char *host, bool full, struct m
 	key = xasprintf("diskfull %s", host);
 	if (full) {
 		if (!mr_simf_find(f, key, NULL))
-			rc = mr_sim_run(NULL, err, "full tmpfs", "nsenter", "-t", pid, "-m", "--", "/bin/sh", "-c",
+			rc = mr_sim_run(NULL, err, "full tmpfs", "nsenter", "-t", pid, "-m", "-r", "--", "/bin/sh", "-c",
 					"mount -t tmpfs -o size=64k,mode=1777 meshsim-full \"$1\" && "
 					"{ cat /dev/zero >\"$1/.meshsim-fill\" 2>/dev/null; true; }",
 					"meshsim-diskfull", tmp, NULL);
@@ -551,7 +553,7 @@ static int fault_disk(struct fault_ctx *f, const char *host, bool full, struct m
 			rc = set_fault(f, key, key, err);
 	} else {
 		if (mr_simf_find(f, key, NULL))
-			rc = mr_sim_run(NULL, err, "unmount", "nsenter", "-t", pid, "-m", "--", "umount", tmp, NULL);
+			rc = mr_sim_run(NULL, err, "unmount", "nsenter", "-t", pid, "-m", "-r", "--", "umount", tmp, NULL);
 		if (rc == 0)
 			rc = set_fault(f, key, NULL, err);
 	}

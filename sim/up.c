@@ -14,7 +14,7 @@
  *      lo, en0 address, bridge0 over the Thunderbolt interfaces;
  *   6. known_hosts and authorized_keys, then one sshd per host, each in a mount
  *      and UTS namespace of its own: root logs in with zsh, `hostname` is the
- *      host's name (login.h);
+ *      host's name, /Library is the host's own, its launchd has booted (login.h);
  *   7. soft-RoCE where the kernel has rdma_rxe; then what ibv_devices answers
  *      (live.h: the fixture's devices only where they exist, or --pretend-rdma).
  */
@@ -40,6 +40,7 @@
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
 #include "sim/doctor.h"
+#include "sim/launchd.h"
 #include "sim/live.h"
 #include "sim/login.h"
 #include "sim/mac.h"
@@ -357,6 +358,8 @@ static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
 		rc = write_text(p, b.p, b.len, 0755, err);
 		free(p);
 	}
+	if (rc == 0)
+		rc = mr_launchd_host_files(h->name, d, err); /* /Library, launchctl */
 	if (rc == 0 && h->nosudo) {
 		p = xasprintf("%s/nosudo", d);
 		rc = write_text(p, "", 0, 0644, err);

@@ -4,6 +4,7 @@
  *   run.c     the steps in order, ssh check, ethernet path, the hal to use
  *   tb.c      the thunderbolt path: discovery batch -> topo -> verdict, plan, hostfile
  *   setup.c   setup commands from a plan: build (checked), print, apply, verify
+ *   mtu.c boot.c undo.c   --mtu, --at-boot, --undo (boot.h)
  *   sim.c     --simulate: the replay hal and the fixture's host list
  *   png.c     --png: dot run on the DOT text
  *   ctx.c     the bottom: messages, step line, commands, addresses, hostfile output
@@ -11,7 +12,8 @@
  *             takes cfg_check_envs from opts.c and nothing else of these
  *
  * Calls go down the list's order only: run.c -> tb.c -> setup.c -> ctx.c (sim.c and
- * png.c are leaves); ctx.c calls no other file of the module.
+ * png.c are leaves; mtu.c, boot.c and undo.c are called by tb.c and run.c and
+ * call setup.c and ctx.c); ctx.c calls no other file of the module.
  *
  * Ownership: struct cfg_run owns hosts[] and everything in it; cfg_run_release()
  * frees it. The hal, the options and the streams are the caller's.
@@ -116,6 +118,14 @@ int cfg_setup_script(const struct mr_topo_plan *p, size_t i, const char *host,
 		     struct mr_buf *script, struct meshrun_err *err);
 /* The link check: `/bin/sh -c cfg_ping_script sh IF PEER_IP` (Linux or macOS ping). */
 extern const char cfg_ping_script[];
+/*
+ * Ping every planned link from both ends, through cmds `/bin/sh -c script sh IF
+ * PEER_IP [SIZE]`, failures tried once more; each end that still fails is an
+ * error naming host, interface, peer. mtu 0: script is cfg_ping_script; else
+ * SIZE is mtu - 28 (the payload of an mtu-sized packet) and the errors say so.
+ * Returns an exit code.
+ */
+int cfg_ping_links(struct cfg_run *c, const struct mr_topo_plan *p, const char *script, int mtu);
 /* tb.c: `netstat -rn -f inet` on a Mac, exit 1 elsewhere (/bin/sh -c). */
 extern const char cfg_routes_script[];
 /*

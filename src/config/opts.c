@@ -41,7 +41,21 @@ static const char trailer[] =
 	"  4  a discovery command failed on a host or its output is malformed;\n"
 	"     nothing has been changed on any host\n"
 	"  5  a setup command failed on a host, or a planned peer address did not\n"
-	"     answer a ping through its interface after the setup\n";
+	"     answer a ping through its interface after the setup; an end refused\n"
+	"     the --mtu, or a cable did not pass a packet of that size; --at-boot\n"
+	"     could not be installed, or --undo failed, on a host\n"
+	"\n"
+	"--at-boot: the addresses and routes --auto-setup applies last until the\n"
+	"next reboot (as mlx.distributed_config's); with --at-boot each host also\n"
+	"gets /Library/LaunchDaemons/io.meshrun.meshconfig.plist, which runs\n"
+	"/Library/Application Support/meshrun/meshconfig-at-boot.sh at boot and\n"
+	"every 5 minutes: it takes the planned ports out of bridge0 and sets what\n"
+	"differs from the plan, logging each change to\n"
+	"/Library/Logs/meshrun/meshconfig-at-boot.log. --undo removes all of it\n"
+	"(with or without --at-boot): the LaunchDaemon, its script and log, the\n"
+	"192.168.x.y/30 addresses and their host routes on the Thunderbolt ports,\n"
+	"an MTU other than 1500 there, and puts every Thunderbolt port back in\n"
+	"bridge0 and bridge0 up, as macOS has them.\n";
 
 /* Checked here so that a bad --env is a usage error before any host is touched
  * (config_impl.h; doctor's --env too). */
@@ -61,6 +75,26 @@ int cfg_check_envs(const struct mr_strvec *envs, struct meshrun_err *err)
 					  "invalid value '%s' for '--env': '%.*s' is not a valid variable name",
 					  kv, (int)MR_MIN((size_t)(eq - kv), (size_t)64), kv);
 	}
+	return 0;
+}
+
+/* --at-boot, --mtu and --undo: what they go with (boot.h). */
+static int check_boot_flags(const struct mr_config_opts *o, struct meshrun_err *err)
+{
+	bool eth = !strcmp(o->over, "ethernet");
+
+	if (o->undo && (o->auto_setup || o->at_boot || o->mtu || o->dot || o->png ||
+			o->output_hostfile || o->backend || eth))
+		return mr_err_set(err, MESHRUN_E_USAGE,
+				  "'--undo' takes hosts only: not with %s", o->auto_setup ? "--auto-setup"
+				  : o->at_boot ? "--at-boot" : o->mtu ? "--mtu" : o->dot ? "--dot"
+				  : o->png ? "--png" : o->output_hostfile ? "--output-hostfile"
+				  : o->backend ? "--backend" : "--over ethernet");
+	if (o->at_boot && !o->auto_setup)
+		return mr_err_set(err, MESHRUN_E_USAGE, "'--at-boot' needs '--auto-setup'");
+	if ((o->at_boot || o->mtu) && eth)
+		return mr_err_set(err, MESHRUN_E_USAGE, "'%s' is for --over thunderbolt",
+				  o->at_boot ? "--at-boot" : "--mtu");
 	return 0;
 }
 
@@ -89,6 +123,18 @@ int cfg_check_envs(const struct mr_strvec *envs, struct meshrun_err *err)
 			    "passwordless sudo on every host)"),                              \
 		MR_OPT_SET_FALSE(0, "no-auto-setup", &(o)->auto_setup,                        \
 				 "only print the setup commands (the default)"),              \
+		MR_OPT_BOOL(0, "at-boot", &(o)->at_boot,                                      \
+			    "with --auto-setup: also install a LaunchDaemon on every host "   \
+			    "that applies this setup again at boot and every 5 minutes "      \
+			    "(running meshconfig again replaces it; meshconfig only)"),       \
+		MR_OPT_INT(0, "mtu", &(o)->mtu, "N", 576, 65535,                              \
+			   "set the MTU of every cable's two ends to N (e.g. 9000) and check "   \
+			   "each cable with a don't-fragment ping of N bytes (meshconfig only)"), \
+		MR_OPT_BOOL(0, "undo", &(o)->undo,                                            \
+			    "remove what meshconfig set up on the hosts: the LaunchDaemon, "  \
+			    "the addresses, routes and MTUs of the Thunderbolt ports, which " \
+			    "go back to bridge0; its script's deadline is 4 x --timeout "     \
+			    "(meshconfig only)"),                                             \
 		MR_OPT_LIST(0, "env", &(o)->envs, "K=V",                                      \
 			    "a variable for the jobs, NAME=VALUE (repeatable)"),              \
 		MR_OPT_GROUP("Output"),                                                       \
@@ -161,6 +207,8 @@ int mr_config_parse_args(struct mr_config_opts *o, int argc, char **argv, FILE *
 		rc = mr_err_set(&e, MESHRUN_E_USAGE, "invalid value for '--timeout': negative");
 	if (rc == 0 && o->timeout_ms > INT32_MAX)
 		rc = mr_err_set(&e, MESHRUN_E_USAGE, "invalid value for '--timeout': too large");
+	if (rc == 0)
+		rc = check_boot_flags(o, &e);
 	if (rc < 0) {
 		fprintf(err, "meshconfig: %s\nmeshconfig: try 'meshconfig --help'\n", e.msg);
 		return MR_CONFIG_EXIT_USAGE;

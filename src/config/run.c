@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "common/xalloc.h"
+#include "config/boot.h"
 #include "config/config_impl.h"
 #include "hal/replay.h"
 
@@ -296,7 +297,9 @@ int mr_config_run(const struct mr_config_opts *o, struct mr_hal *hal, FILE *out,
 	mr_hostfile_free(in);
 	if (rc)
 		goto out;
-	if (!strcmp(o->over, "ethernet"))
+	if (o->undo)
+		rc = cfg_undo(&c); /* boot.h */
+	else if (!strcmp(o->over, "ethernet"))
 		rc = ethernet(&c);
 	else
 		rc = cfg_thunderbolt(&c);

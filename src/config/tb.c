@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "common/shquote.h"
 #include "common/xalloc.h"
+#include "config/boot.h"
 #include "config/config_impl.h"
 #include "topo/topo.h"
 
@@ -263,7 +264,7 @@ int cfg_thunderbolt(struct cfg_run *c)
 	struct mr_hostfile *hf = NULL;
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 	enum mr_topo_backend want = MR_TOPO_BACKEND_AUTO;
-	bool have_choice = false, have_plan = false;
+	bool have_choice = false, have_plan = false, apply;
 	int rc = 0;
 
 	memset(&ch, 0, sizeof(ch));
@@ -315,8 +316,14 @@ int cfg_thunderbolt(struct cfg_run *c)
 	}
 	cfg_step_done(c, "%zu links planned", plan.nlinks);
 
-	/* 5. setup: applied with --auto-setup and sudo everywhere, else printed */
-	rc = cfg_setup(c, &plan, can_auto_setup(c) && c->o->auto_setup);
+	/* 5. setup: applied with --auto-setup and sudo everywhere, else printed; then
+	 * --mtu and --at-boot (boot.h) */
+	apply = can_auto_setup(c) && c->o->auto_setup;
+	rc = cfg_setup(c, &plan, apply);
+	if (rc == 0 && c->o->mtu)
+		rc = cfg_mtu(c, &plan, apply);
+	if (rc == 0)
+		rc = cfg_at_boot(c, &plan, apply);
 	if (rc)
 		goto out;
 
