@@ -6,9 +6,10 @@
 #   include(${PROJECT_SOURCE_DIR}/docs/docs.cmake)
 #   meshrun_docs(<target> <tool>)
 #
-# Outputs under <build>/docs/: man/TOOL.1, reference/TOOL.md, completion/TOOL.
-# Installs the man page to share/man/man1 and the completion to
-# share/bash-completion/completions. `cmake --build B --target update-docs`
+# Outputs under <build>/docs/: man/TOOL.1, reference/TOOL.md, completion/TOOL
+# (bash), zsh-completion/_TOOL. Installs the man page to share/man/man1, the
+# completions to share/bash-completion/completions and share/zsh/site-functions
+# (where Homebrew's and Debian's zsh look). `cmake --build B --target update-docs`
 # copies the generated reference pages over docs/reference/ (the committed
 # copies; tests/integration/docs checks that they are current).
 #
@@ -33,13 +34,15 @@ function(meshrun_docs target tool)
   set(prose ${MESHRUN_DOCS_DIR}/man/${tool}.1.in)
   add_custom_command(
     OUTPUT ${out}/man/${tool}.1 ${out}/reference/${tool}.md ${out}/completion/${tool}
+           ${out}/zsh-completion/_${tool}
     COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DTOOL=${tool}
             -DPROSE=${prose} -DOUT=${out} -P ${MESHRUN_DOCS_DIR}/gen-doc.cmake
     DEPENDS ${target} ${prose} ${MESHRUN_DOCS_DIR}/gen-doc.cmake
     COMMENT "Generating the man page, reference and completion of ${tool}"
     VERBATIM)
   add_custom_target(${tool}-docs ALL
-    DEPENDS ${out}/man/${tool}.1 ${out}/reference/${tool}.md ${out}/completion/${tool})
+    DEPENDS ${out}/man/${tool}.1 ${out}/reference/${tool}.md ${out}/completion/${tool}
+            ${out}/zsh-completion/_${tool})
   add_custom_target(update-docs-${tool}
     COMMAND ${CMAKE_COMMAND} -E copy ${out}/reference/${tool}.md
             ${MESHRUN_DOCS_DIR}/reference/${tool}.md
@@ -48,6 +51,8 @@ function(meshrun_docs target tool)
   install(FILES ${out}/man/${tool}.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
   install(FILES ${out}/completion/${tool}
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/bash-completion/completions)
+  install(FILES ${out}/zsh-completion/_${tool}
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/zsh/site-functions)
 endfunction()
 
 function(meshrun_doc_blocks target flag doc)

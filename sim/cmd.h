@@ -10,7 +10,9 @@
  *   up.c           `up`: fixture -> state files, keys, namespaces, cables, sshd, soft-RoCE
  *   cmds.c         `down`, `status`, `exec`, `gen`, and the argument parsing they share
  *   cmd_fault*.c   `fault` (fault_impl.h maps them; faults.c checks the arguments)
- *   login.c        each sshd in its own mount and UTS namespace (zsh login, hostname)
+ *   login.c        each sshd in its own mount and UTS namespace (zsh login, hostname,
+ *                  its own /Library)
+ *   launchd.c plist.c  the hosts' launchd and launchctl (meshsim-launchd), plists
  *   render.c mac.c live.c  the text of the shims and configs; macOS answers; the
  *                  system_profiler / ibv_devices that follow the live cables
  *   net.c proc.c   iproute2 batches and namespaces; running jobs (common/spawn)

@@ -1,7 +1,8 @@
 /*
  * sim/cmd_fault.c - `meshsim fault KIND ...`: unplug/plug, recable, stop/start,
  * nosudo/sudo, latency, rate, loss, flap and partition/heal on a running
- * cluster (faults.c checks their arguments; the faults file is state.c's).
+ * cluster, reboot and maxmtu (cmd_fault_boot.c) (faults.c checks their
+ * arguments; the faults file is state.c's).
  */
 #include "common/compat.h"
 
@@ -22,6 +23,7 @@
 #include "common/xalloc.h"
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
+#include "sim/doctor.h"
 #include "sim/fault_impl.h"
 #include "sim/faults.h"
 #include "sim/live.h"
@@ -349,7 +351,7 @@ out:
 	return rc;
 }
 
-static int fault_host(struct fault_ctx *f, const char *host, bool start, struct meshrun_err *err)
+int mr_simf_host(struct fault_ctx *f, const char *host, bool start, struct meshrun_err *err)
 {
 	ssize_t hi = mr_sim_cluster_find_host(f->st->cluster, host);
 	char *ns, *cfg, *log, *key, *sshd;
@@ -491,7 +493,7 @@ int mr_sim_cmd_fault(int argc, char **argv)
 	bool done;
 	int code, rc;
 
-	code = mr_sim_parse_args(MR_SIM_FAULT, &a, argc, argv, &rest, 1, 3, 0, &done);
+	code = mr_sim_parse_args(MR_SIM_FAULT, &a, argc, argv, &rest, 1, 4, 0, &done);
 	if (code || done)
 		goto out;
 	name = a.name;
@@ -515,12 +517,17 @@ int mr_sim_cmd_fault(int argc, char **argv)
 		goto out;
 	}
 	what = rest.v[0];
-	if (!strcmp(what, "heal")) {
+	if (mr_sim_doctor_fault_kind(what)) {
+		rc = mr_simf_doctor(&f, &rest, &err); /* cmd_fault_doctor.c: its own arguments */
+	} else if (rest.nr == 4) {
+		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' takes at most two arguments", what);
+	} else if (!strcmp(what, "heal")) {
 		rc = rest.nr == 1 ? mr_simf_heal(&f, &err) : mr_err_set(&err, MESHRUN_E_USAGE, "heal takes no argument");
 	} else if (rest.nr == 1) {
 		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' needs an argument", what);
 	} else if (rest.nr == 3 && strcmp(what, "latency") && strcmp(what, "recable") &&
-	    strcmp(what, "rate") && strcmp(what, "loss") && strcmp(what, "flap")) {
+	    strcmp(what, "rate") && strcmp(what, "loss") && strcmp(what, "flap") &&
+	    strcmp(what, "maxmtu")) {
 		rc = mr_err_set(&err, MESHRUN_E_USAGE, "'%s' takes one argument", what);
 	} else if (!strcmp(what, "rate") || !strcmp(what, "loss") || !strcmp(what, "flap")) {
 		rc = rest.nr != 3 ? mr_err_set(&err, MESHRUN_E_USAGE, "%s HOST:IF %s", what,
@@ -536,7 +543,12 @@ int mr_sim_cmd_fault(int argc, char **argv)
 	} else if (!strcmp(what, "unplug") || !strcmp(what, "plug")) {
 		rc = fault_link(&f, rest.v[1], what[0] == 'p', &err);
 	} else if (!strcmp(what, "stop") || !strcmp(what, "start")) {
-		rc = fault_host(&f, rest.v[1], !strcmp(what, "start"), &err);
+		rc = mr_simf_host(&f, rest.v[1], !strcmp(what, "start"), &err);
+	} else if (!strcmp(what, "reboot")) {
+		rc = mr_simf_reboot(&f, rest.v[1], &err);
+	} else if (!strcmp(what, "maxmtu")) {
+		rc = rest.nr == 3 ? mr_simf_maxmtu(&f, rest.v[1], rest.v[2], &err)
+				  : mr_err_set(&err, MESHRUN_E_USAGE, "maxmtu HOST:IF N|off");
 	} else if (!strcmp(what, "nosudo") || !strcmp(what, "sudo")) {
 		rc = fault_sudo(&f, rest.v[1], what[0] == 's', &err);
 	} else if (!strcmp(what, "latency")) {

@@ -4,6 +4,7 @@
  */
 #include "common/compat.h"
 #include "sim/cmdopts.h"
+#include "sim/doctor.h"
 
 static const struct {
 	const char *name, *usage, *summary, *trailer;
@@ -30,7 +31,8 @@ static const struct {
 	},
 	[MR_SIM_STATUS] = {
 		"status", "meshsim status [NAME]", "hosts, cables, addresses, faults",
-		"Shows the hosts (namespace, addresses, sshd), cables and faults of NAME.\n",
+		"Shows the hosts (namespace, addresses, sshd), cables and faults of NAME;\n"
+		"without NAME, one line per cluster that is up.\n",
 	},
 	[MR_SIM_EXEC] = {
 		"exec", "meshsim exec [--name NAME] HOST -- COMMAND [ARG...]",
@@ -41,7 +43,7 @@ static const struct {
 	},
 	[MR_SIM_FAULT] = {
 		"fault", "meshsim fault [--name NAME] FAULT ARGS",
-		"unplug/plug, recable, stop/start, nosudo/sudo, latency, rate, loss, flap, partition/heal",
+		"unplug/plug, recable, stop/start, reboot, nosudo/sudo, latency, rate, loss, flap, maxmtu, partition/heal, one per doctor check",
 		"Faults:\n"
 		"  unplug HOST:IF | plug HOST:IF   cable pulled/plugged in (both ends: no carrier,\n"
 		"                                   'status: inactive', an empty receptacle in\n"
@@ -49,6 +51,13 @@ static const struct {
 		"  recable HOST:IF HOST:IF          a cable between these two ports (the cables\n"
 		"                                   there before are removed)\n"
 		"  stop HOST | start HOST           host unreachable (processes killed, en0 down) / back\n"
+		"                                   (sshd and its launchd start again; the network\n"
+		"                                   stays as it was)\n"
+		"  reboot HOST                      the host restarts: its processes end, its ports,\n"
+		"                                   addresses, routes, MTUs and bridge0 are as at boot\n"
+		"                                   (ports in bridge0), its TMPDIR is emptied, then\n"
+		"                                   sshd and its launchd start: the plists of its own\n"
+		"                                   /Library/LaunchDaemons are loaded (printed)\n"
 		"  nosudo HOST | sudo HOST          sudo fails as 'sudo -n' does / works again\n"
 		"  latency HOST:IF DELAY            tc netem delay on that end (0 removes it; 0 on an\n"
 		"                                   end without latency does nothing)\n"
@@ -60,10 +69,14 @@ static const struct {
 		"  flap HOST:IF PERIOD              the cable down and up every PERIOD (100ms..1h) by a\n"
 		"                                   background process in its first end's host; off,\n"
 		"                                   recable, stop of that host or 'meshsim down' end it\n"
+		"  maxmtu HOST:IF N                 that port refuses an MTU above N (68..65535) as\n"
+		"                                   macOS's ifconfig does: a warning, exit 0 (off\n"
+		"                                   removes it)\n"
 		"  partition HOSTS|HOSTS | heal     no traffic between the two groups (h1,h2|h3,h4) on\n"
 		"                                   cables or en0: nftables netdev ingress drops in\n"
 		"                                   each host (ssh from this machine still works) /\n"
 		"                                   all of it gone ('partition off' too)\n"
+		MR_SIM_DOCTOR_FAULTS_HELP
 		"Active faults are listed by 'meshsim status'.\n"
 		"Exit status 3: not supported here, checked before anything changes (latency\n"
 		"without sch_netem, rate without sch_tbf, loss or partition without nft or the\n"

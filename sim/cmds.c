@@ -4,6 +4,7 @@
  */
 #include "common/compat.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -143,6 +144,51 @@ pid_t mr_sim_read_sshd_pid(const char *state, const char *host)
 	return (pid_t)v;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* `meshsim status` without NAME: one line per cluster that is up, by name. */
+static int list_clusters(void)
+{
+	const char *base = mr_sim_state_base();
+	struct mr_strvec names = MR_STRVEC_INIT;
+	DIR *d = opendir(base);
+	struct dirent *e;
+	size_t n = 0;
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && mr_sim_check_name(e->d_name, NULL) == 0 &&
+		    mr_strvec_push(&names, e->d_name) < 0) {
+			closedir(d);
+			mr_strvec_release(&names);
+			mr_error("meshsim status: out of memory");
+			return MR_SIM_EXIT_FAIL;
+		}
+	if (d)
+		closedir(d);
+	if (names.nr > 1)
+		qsort(names.v, names.nr, sizeof(*names.v), cmp_name);
+	for (size_t i = 0; i < names.nr; i++) {
+		struct mr_sim_state *st = NULL;
+
+		if (mr_sim_state_load(names.v[i], &st, NULL) == 0) {
+			printf("%s: %zu hosts, %zu cables, management 10.230.%u.0/%u, from %s\n", st->name,
+			       st->cluster->nhosts, st->cluster->ncables, st->subnet,
+			       mr_sim_prefix_len(st->cluster->nhosts), st->fixture);
+			n++;
+		}
+		mr_sim_state_free(st);
+	}
+	if (n)
+		printf("(meshsim status NAME shows one: hosts, cables, addresses, faults)\n");
+	else
+		printf("meshsim: no cluster is up (state in %s)\n", base);
+	mr_strvec_release(&names);
+	return 0;
+}
+
 int mr_sim_cmd_status(int argc, char **argv)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
@@ -157,8 +203,11 @@ int mr_sim_cmd_status(int argc, char **argv)
 	code = mr_sim_parse_args(MR_SIM_STATUS, &a, argc, argv, &rest, 0, 1, 0, &done);
 	if (code || done)
 		goto out;
-	if (rest.nr)
-		name = rest.v[0];
+	if (!rest.nr) {
+		code = list_clusters();
+		goto out;
+	}
+	name = rest.v[0];
 	if (mr_sim_check_name(name, &err) < 0 || mr_sim_state_load(name, &st, &err) < 0) {
 		mr_error("meshsim status: %s", err.msg);
 		code = MR_SIM_EXIT_FAIL;

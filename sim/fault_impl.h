@@ -6,6 +6,7 @@
  *   cmd_fault_net.c  what shapes a cable's traffic: rate (tc tbf), latency
  *                    (netem), loss and partition (nftables), flap (a
  *                    background process per cable)
+ *   cmd_fault_boot.c reboot (launchd.h runs the host's LaunchDaemons) and maxmtu
  *   faults.c         the arguments' checks (faults.h), state.c the faults file
  * Each fault returns 0, or a MESHRUN_E_* code with err set; MESHRUN_E_UNSUPPORTED
  * means the kernel or its tools lack it (exit 3), checked before any change.
@@ -31,6 +32,12 @@ int mr_simf_find_port(struct fault_ctx *f, const char *arg, size_t *host, size_t
 char *mr_simf_cable_key(const struct fault_ctx *f, const char *kind, size_t ci);
 bool mr_simf_find(const struct fault_ctx *f, const char *key, char **line);
 const char *mr_simf_first_line(struct mr_buf *out);
+/* stop (a power cut) or start (en0 up, sshd and the host's launchd) host. */
+int mr_simf_host(struct fault_ctx *f, const char *host, bool start, struct meshrun_err *err);
+
+/* cmd_fault_boot.c */
+int mr_simf_reboot(struct fault_ctx *f, const char *host, struct meshrun_err *err);
+int mr_simf_maxmtu(struct fault_ctx *f, const char *port, const char *n, struct meshrun_err *err);
 
 /* cmd_fault_net.c */
 int mr_simf_rate(struct fault_ctx *f, const char *port, const char *rate_s,

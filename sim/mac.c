@@ -194,15 +194,26 @@ static const char body_sysctl[] =
 	"done\n"
 	"exit $rc\n";
 
-/* macOS's ping options, run by iputils' ping (the next one on the PATH). */
+/*
+ * macOS's ping options, run by iputils' ping (the next one on the PATH): -D sets
+ * don't-fragment (iputils -M do), -s the payload size. As on a Mac, a user's ping
+ * (no MESHSIM_ROOT: not under sudo, render.h) sends through a datagram socket
+ * whose send buffer, net.inet.raw.maxdgram, is 8192 bytes: a larger packet fails
+ * with "sendto: Message too long"; as root it raises SO_SNDBUF first (network_cmds
+ * ping.tproj/ping.c: `if (uid == 0) setsockopt(s, SOL_SOCKET, SO_SNDBUF, ...)`).
+ */
 static const char body_ping[] =
-	"usage() { echo 'usage: ping [-nq] [-c count] [-I iface] [-i wait] [-t timeout] [-W waittime] host' >&2; exit 64; }\n"
+	"usage() { echo 'usage: ping [-Dnq] [-b boundif] [-c count] [-I iface] [-i wait] [-s packetsize] [-t timeout] [-W waittime] host' >&2; exit 64; }\n"
 	"set -- \"$@\" --end\n"
-	"host=\n"
+	"host=; size=56\n"
 	"while [ \"$1\" != --end ]; do\n"
 	"\tcase $1 in\n"
 	"\t-n|-q) set -- \"$@\" \"$1\"; shift ;;\n"
+	"\t-D) set -- \"$@\" -M do; shift ;;\n"
 	"\t-c|-i|-I) [ \"$2\" != --end ] || usage; set -- \"$@\" \"$1\" \"$2\"; shift 2 ;;\n"
+	"\t-b) [ \"$2\" != --end ] || usage; set -- \"$@\" -I \"$2\"; shift 2 ;;\n"
+	"\t-s) case $2 in ''|--end|*[!0-9]*) echo \"ping: invalid packet size: \\`$2'\" >&2; exit 64 ;; esac\n"
+	"\t\tsize=$2; set -- \"$@\" -s \"$2\"; shift 2 ;;\n"
 	"\t-t) [ \"$2\" != --end ] || usage; set -- \"$@\" -w \"$2\"; shift 2 ;;\n"
 	"\t-W) [ \"$2\" != --end ] || usage; set -- \"$@\" -W $(( ($2 + 999) / 1000 )); shift 2 ;;\n"
 	"\t-?*) c=${1#-}; c=${c%\"${c#?}\"}; echo \"ping: illegal option -- $c\" >&2; usage ;;\n"
@@ -211,6 +222,11 @@ static const char body_ping[] =
 	"done\n"
 	"shift\n"
 	"[ -n \"$host\" ] || usage\n"
+	"if [ -z \"$MESHSIM_ROOT\" ] && [ $((size + 8)) -gt 8192 ]; then\n"
+	"\tprintf 'PING %s (%s): %s data bytes\\nping: sendto: Message too long\\n\\n--- %s ping statistics ---\\n' \"$host\" \"$host\" \"$size\" \"$host\"\n"
+	"\techo '1 packets transmitted, 0 packets received, 100.0% packet loss'\n"
+	"\texit 2\n"
+	"fi\n"
 	"PATH=${PATH#\"$D/bin:\"}\n"
 	"exec ping \"$@\" \"$host\"\n";
 
@@ -234,7 +250,8 @@ static const char body_netstat[] =
 	"\t*/*) flags=UCS ;;\n"
 	"\t*) flags=UHS ;;\n"
 	"\tesac\n"
-	"\t[ -n \"$gw\" ] || gw=link#$(cat \"/sys/class/net/$dev/ifindex\" 2>/dev/null)\n"
+	"\t_i=; { read -r _i <\"/sys/class/net/$dev/ifindex\"; } 2>/dev/null\n"
+	"\t[ -n \"$gw\" ] || gw=link#$_i\n"
 	"\tprintf '%-18s %-18s %-14s %6s\\n' \"$dst\" \"$gw\" \"$flags\" \"$dev\"\n"
 	"done\n";
 

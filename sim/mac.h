@@ -25,9 +25,11 @@
  *                           hw.activecpu, hw.machine, kern.ostype, kern.osrelease,
  *                           kern.osproductversion, kern.osversion, kern.hostname;
  *                           another name: "sysctl: unknown oid 'NAME'", exit 1
- *   ping [-nq] [-c N] [-I IF] [-i S] [-t SECS] [-W MS] HOST   macOS's options
- *                           (-t is a timeout there, a TTL on Linux; -W is in ms)
- *                           run as iputils' ping (-I binds to IF as iputils does)
+ *   ping [-Dnq] [-c N] [-I IF] [-i S] [-s SIZE] [-t SECS] [-W MS] HOST   macOS's
+ *                           options (-t is a timeout there, a TTL on Linux; -W is in
+ *                           ms; -D is don't-fragment) run as iputils' ping (-I binds
+ *                           to IF as iputils does); outside sudo a packet over
+ *                           8192 bytes fails as on a Mac (net.inet.raw.maxdgram)
  *   netstat -rn [-f inet]   the IPv4 routes of the host in macOS's table
  *                           (Destination Gateway Flags Netif Expire)
  */

@@ -192,13 +192,41 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+/* Whether something is mounted below path, in this mount namespace
+ * (a bind mount keeps the file system, so st_dev cannot tell). */
+static bool has_mount_below(const char *path)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	size_t n = strlen(path);
+	char line[4096];
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		/* id parent major:minor root MOUNTPOINT ... (octal escapes: paths here have no blanks) */
+		char mp[4096];
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1)
+			found = !strncmp(mp, path, n) && mp[n] == '/';
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
 int mr_sim_rm_rf(const char *path)
 {
 	struct stat st;
 
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -1;
-	return nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+	/* A host's root (login.h) is bind mounts of the machine's / under its state
+	 * folder, visible only in that host's own mount namespace; were one ever
+	 * left where this runs, rm -rf must refuse, not delete the machine's files
+	 * through it. FTW_MOUNT too: never into another file system. */
+	if (has_mount_below(path)) {
+		errno = EBUSY;
+		return -1;
+	}
+	return nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 bool mr_sim_cluster_exists(const char *name)

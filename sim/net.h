@@ -23,7 +23,8 @@ bool mr_sim_pid_in_netns(pid_t pid, const char *ns);
  * cut: every process SIGSTOPped first, then SIGKILLed, so that none sees
  * another die, not even one forked meanwhile); returns how many there were. */
 size_t mr_sim_kill_netns(const char *ns, int wait_ms);
-/* rm -rf (does not follow symlinks). */
+/* rm -rf (does not follow symlinks, nor cross a mount: -1 with EBUSY when
+ * something is mounted below path, see login.h). */
 int mr_sim_rm_rf(const char *path);
 /* Whether anything named by the cluster's prefix, or its state dir, exists. */
 bool mr_sim_cluster_exists(const char *name);

@@ -11,7 +11,8 @@
  *   ibv_devices                                    cat live/ibv_devices.txt
  *   ipconfig getifaddr IF                          IPv4 address of IF; exit 1 if none
  *   ifconfig IF                                    macOS's report: flags, ether, inet
- *                                                  with hex netmask, "status: active"
+ *                                                  with hex netmask, a bridge's
+ *                                                  "member:" lines, "status: active"
  *                                                  or "inactive" (no carrier, or the
  *                                                  cable pulled; a Thunderbolt port
  *                                                  without a cable: inactive)
@@ -21,9 +22,17 @@
  *   ifconfig IF up|down                            (bridge0 down also releases its members)
  *                                                  while IF's cable is pulled, up only
  *                                                  records the state it gets back at plug
+ *   ifconfig IF mtu N                              ip link set IF mtu N; refused (above
+ *                                                  live/maxmtu/IF, or by the kernel) as
+ *                                                  macOS refuses: a warning, exit 0
+ *   ifconfig IF inet A delete|-alias               ip addr del A/len dev IF
+ *   ifconfig bridge0 addm|deletem IF               IF into / out of bridge0 (macOS's
+ *                                                  BRDGADD/BRDGDEL errors); `ifconfig
+ *                                                  bridge0` lists its "member:" lines
  *   route [-n] change|add [-host] A -interface IF  ip route replace|add A dev IF
  *   route [-n] delete [-host] A                    ip route del A
- *   sudo [-n|-E|-H] [--] CMD...                    runs CMD, or when host_dir/nosudo
+ *   sudo [-n|-E|-H] [--] CMD...                    runs CMD with MESHSIM_ROOT=1 (the
+ *                                                  shims' uid 0), or when host_dir/nosudo
  *                                                  exists fails as `sudo -n` does:
  *                                                  "sudo: a password is required", exit 1
  * Anything else (other forms, bad interface names, addresses, masks) is refused

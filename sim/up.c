@@ -14,7 +14,7 @@
  *      lo, en0 address, bridge0 over the Thunderbolt interfaces;
  *   6. known_hosts and authorized_keys, then one sshd per host, each in a mount
  *      and UTS namespace of its own: root logs in with zsh, `hostname` is the
- *      host's name (login.h);
+ *      host's name, /Library is the host's own, its launchd has booted (login.h);
  *   7. soft-RoCE where the kernel has rdma_rxe; then what ibv_devices answers
  *      (live.h: the fixture's devices only where they exist, or --pretend-rdma).
  */
@@ -39,6 +39,8 @@
 #include "common/xalloc.h"
 #include "sim/cmd.h"
 #include "sim/cmdopts.h"
+#include "sim/doctor.h"
+#include "sim/launchd.h"
 #include "sim/live.h"
 #include "sim/login.h"
 #include "sim/mac.h"
@@ -345,6 +347,19 @@ static int write_host_files(struct up *u, size_t i, struct meshrun_err *err)
 			free(p);
 		}
 	}
+	for (size_t s = 0; rc == 0 && mr_sim_doctor_shim_names[s]; s++) {
+		mr_buf_reset(&b);
+		if (mr_sim_render_doctor_shim(mr_sim_doctor_shim_names[s], h->name, d, &b) < 0) {
+			rc = mr_err_set(err, MESHRUN_E_INVAL, "shim '%s' of host '%s'",
+					mr_sim_doctor_shim_names[s], h->name);
+			break;
+		}
+		p = xasprintf("%s/bin/%s", d, mr_sim_doctor_shim_names[s]);
+		rc = write_text(p, b.p, b.len, 0755, err);
+		free(p);
+	}
+	if (rc == 0)
+		rc = mr_launchd_host_files(h->name, d, err); /* /Library, launchctl */
 	if (rc == 0 && h->nosudo) {
 		p = xasprintf("%s/nosudo", d);
 		rc = write_text(p, "", 0, 0644, err);

@@ -1,6 +1,7 @@
 # packaging/homebrew/meshrun.rb - Homebrew formula: meshrun, meshconfig and
-# libmeshrun (shared and static, headers, pkg-config file, man pages, bash
-# completion). meshsim is not part of it: it needs Linux network namespaces.
+# libmeshrun (shared and static, headers, pkg-config file, CMake package, man
+# pages, bash and zsh completion). meshsim is not part of it: it needs Linux
+# network namespaces.
 #
 # The project has no public release yet, so the formula builds the head of a git
 # repository, by default the checkout named by HOMEBREW_MESHRUN_REPO (brew

@@ -234,38 +234,74 @@ int mr_opt_parse(const struct mr_opt *opts, int argc, char **argv, unsigned flag
 	return MR_OPT_OK;
 }
 
+/* --help's layout: the flag column, then the help text wrapped at USAGE_WIDTH. */
+#define USAGE_COL 30
+#define USAGE_WIDTH 80
+
+/*
+ * Write text from column USAGE_COL (the cursor is there), wrapped at spaces to
+ * USAGE_WIDTH; a word longer than a line stands alone. No continuation line
+ * starts with '-', so that only the flag column begins with a flag (the docs
+ * tests find the flags that way).
+ */
+static void usage_wrapped(FILE *f, const char *text)
+{
+	const size_t room = USAGE_WIDTH - USAGE_COL;
+	const char *p = text;
+
+	while (*p) {
+		size_t len = strlen(p), cut = len;
+
+		if (len > room) {
+			cut = 0;
+			for (size_t i = 1; i <= room; i++)
+				if (p[i] == ' ' && p[i + 1] != '-')
+					cut = i;
+			if (!cut) /* no break in range: the first possible one after it */
+				for (cut = room; p[cut] && !(p[cut] == ' ' && p[cut + 1] != '-'); cut++)
+					;
+		}
+		fprintf(f, "%.*s\n", (int)cut, p);
+		p += cut;
+		while (*p == ' ')
+			p++;
+		if (*p)
+			fprintf(f, "%*s", USAGE_COL, "");
+	}
+}
+
 void mr_opt_usage(FILE *f, const char *usage, const struct mr_opt *opts, const char *trailer)
 {
 	fprintf(f, "usage: %s\n", usage);
 	for (const struct mr_opt *o = opts; o->kind != MR_OPTK_END; o++) {
-		char left[128];
+		char left[160], text[2048];
 		int n;
 
 		if (o->kind == MR_OPTK_GROUP) {
 			fprintf(f, "\n%s:\n", o->help);
 			continue;
 		}
-		n = snprintf(left, sizeof(left), "  %s%c%s%s%s%s%s", o->short_name ? "-" : "",
-			     o->short_name ? o->short_name : ' ', o->short_name ? "," : " ",
-			     o->long_name ? " --" : "", o->long_name ? o->long_name : "",
-			     takes_value(o) ? " " : "", takes_value(o) ? o->argh : "");
-		if (o->kind == MR_OPTK_CHOICE) {
-			snprintf(left, sizeof(left), "  %s%c%s --%s {%s}", o->short_name ? "-" : "",
-				 o->short_name ? o->short_name : ' ', o->short_name ? "," : " ",
-				 o->long_name, o->choices);
-			n = (int)strlen(left);
-		}
-		if (n >= 30)
-			fprintf(f, "%s\n%30s", left, "");
+		/* "  -n, --name ARG" or "      --name ARG": the long names line up */
+		if (o->short_name)
+			n = snprintf(left, sizeof(left), "  -%c, ", o->short_name);
 		else
-			fprintf(f, "%-30s", left);
-		fprintf(f, "%s", o->help ? o->help : "");
-		if (o->defval)
-			fprintf(f, " (default: %s)", o->defval);
-		fputc('\n', f);
+			n = snprintf(left, sizeof(left), "      ");
+		if (o->kind == MR_OPTK_CHOICE)
+			snprintf(left + n, sizeof(left) - (size_t)n, "--%s {%s}", o->long_name, o->choices);
+		else
+			snprintf(left + n, sizeof(left) - (size_t)n, "--%s%s%s", o->long_name,
+				 takes_value(o) ? " " : "", takes_value(o) ? o->argh : "");
+		n = (int)strlen(left);
+		if (n >= USAGE_COL - 1)
+			fprintf(f, "%s\n%*s", left, USAGE_COL, "");
+		else
+			fprintf(f, "%-*s", USAGE_COL, left);
+		snprintf(text, sizeof(text), "%s%s%s%s", o->help ? o->help : "",
+			 o->defval ? " (default: " : "", o->defval ? o->defval : "", o->defval ? ")" : "");
+		usage_wrapped(f, text);
 	}
-	fprintf(f, "%-30s%s\n%-30s%s\n", "  -h, --help", "show this help and exit",
-		"      --version", "show the version and exit");
+	fprintf(f, "%-*s%s\n%-*s%s\n", USAGE_COL, "  -h, --help", "show this help and exit",
+		USAGE_COL, "      --version", "show the version and exit");
 	if (trailer)
 		fprintf(f, "\n%s", trailer);
 }

@@ -1,5 +1,5 @@
 /*
- * optdoc.c - option tables rendered as roff, Markdown and bash completion (see
+ * optdoc.c - option tables rendered as roff, Markdown, bash and zsh completion (see
  * optdoc.h). Output goes through stdio; the first failed write makes the
  * renderer return -1 (checked once at the end with ferror()).
  */
@@ -462,28 +462,42 @@ static void bash_value_arms(FILE *f, const struct mr_opt *opts)
 	}
 }
 
-/* "--flag" and "-x" words at the start of the option lines of a --help text. */
-static void bash_words_from_help(FILE *f, const char *text)
+/* The "--flag" and "-x" words at the start of the option lines of a --help
+ * text (but -h/--help), appended to out; -1 when out of memory. */
+static int flags_from_help(const char *text, struct mr_strvec *out)
 {
 	struct mr_strvec lines = MR_STRVEC_INIT;
+	int rc = mr_strvec_split(&lines, text, '\n', true);
 
-	if (mr_strvec_split(&lines, text, '\n', true) < 0)
-		return;
-	for (size_t i = 0; i < lines.nr; i++) {
+	for (size_t i = 0; rc == 0 && i < lines.nr; i++) {
 		const char *l = lines.v[i];
 
 		if (strncmp(l, "  -", 3))
 			continue;
-		for (const char *p = l + 2; *p == '-';) {
+		for (const char *p = l + 2; rc == 0 && *p == '-';) {
 			size_t n = strspn(p, "-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+			char *w = strndup(p, n);
 
-			if (strncmp(p, "--help", n) && strncmp(p, "-h", n))
-				fprintf(f, " %.*s", (int)n, p);
+			if (!w || (strcmp(w, "--help") && strcmp(w, "-h") && mr_strvec_push(out, w) < 0))
+				rc = -1;
+			free(w);
 			p += n;
 			p += strspn(p, ", ");
 		}
 	}
 	mr_strvec_release(&lines);
+	return rc;
+}
+
+/* " --flag -x" for a subcommand that has no table: the flags of its --help. */
+static void bash_words_from_help(FILE *f, const char *text)
+{
+	struct mr_strvec flags = MR_STRVEC_INIT;
+
+	if (flags_from_help(text, &flags) == 0)
+		for (size_t i = 0; i < flags.nr; i++)
+			fprintf(f, " %s", flags.v[i]);
+	mr_strvec_release(&flags);
 }
 
 static void write_bash(FILE *f, const struct mr_optdoc *d)
@@ -497,13 +511,22 @@ static void write_bash(FILE *f, const struct mr_optdoc *d)
 	fprintf(f, "%s()\n{\n\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n",
 		fn);
 	if (d->ncmds > 1) {
+		/* the first word naming a subcommand (not an option's value); before
+		 * it, the tool's own options (meshconfig has both) or a subcommand */
 		fputs("\tlocal i sub=\n", f);
-		fputs("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n", f);
-		fputs("\t\tcase ${COMP_WORDS[i]} in -*) ;; *) sub=${COMP_WORDS[i]}; break ;; esac\n", f);
-		fputs("\tdone\n\tif [[ -z $sub ]]; then\n\t\tCOMPREPLY=($(compgen -W \"", f);
+		fputs("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n\t\tcase ${COMP_WORDS[i]} in ", f);
+		for (size_t i = 1; i < d->ncmds; i++)
+			fprintf(f, "%s%s", i > 1 ? "|" : "", d->cmds[i].name);
+		fputs(") sub=${COMP_WORDS[i]}; break ;; esac\n", f);
+		fputs("\tdone\n\tif [[ -z $sub ]]; then\n\t\tcase $prev in\n", f);
+		bash_value_arms(f, top->opts);
+		fputs("\t\tesac\n\t\tif [[ $cur == -* ]]; then\n\t\t\tCOMPREPLY=($(compgen -W \"", f);
+		bash_words(f, top->opts);
+		bash_words(f, builtin_opts);
+		fputs("\" -- \"$cur\"))\n\t\telse\n\t\t\tCOMPREPLY=($(compgen -W \"", f);
 		for (size_t i = 1; i < d->ncmds; i++)
 			fprintf(f, "%s%s", i > 1 ? " " : "", d->cmds[i].name);
-		fputs(" --help --version\" -- \"$cur\"))\n\t\treturn\n\tfi\n", f);
+		fputs("\" -- \"$cur\"))\n\t\tfi\n\t\treturn\n\tfi\n", f);
 		fputs("\tcase $sub in\n", f);
 		for (size_t i = 1; i < d->ncmds; i++) {
 			const struct mr_optdoc_cmd *c = &d->cmds[i];
@@ -547,6 +570,144 @@ static void write_bash(FILE *f, const struct mr_optdoc *d)
 	fprintf(f, "complete -o bashdefault -o default -F %s %s\n", fn, d->tool);
 }
 
+/* ---- zsh completion ------------------------------------------------------------ */
+
+/*
+ * The help's first clause (up to " (" or ";", at most 70 bytes) as an
+ * _arguments explanation inside a single-quoted word: no quote, no brackets,
+ * no backslash, no colon.
+ */
+static void zsh_desc(FILE *f, const char *help)
+{
+	size_t n = strcspn(help ? help : "", ";");
+	const char *paren = help ? strstr(help, " (") : NULL;
+
+	if (paren && (size_t)(paren - help) < n)
+		n = (size_t)(paren - help);
+	if (n > 70) { /* at a word's end */
+		n = 70;
+		while (n > 40 && help[n] != ' ')
+			n--;
+	}
+	fputc('[', f);
+	for (size_t i = 0; i < n; i++) {
+		char c = help[i];
+
+		if (c == '\'' || c == '\\')
+			continue;
+		fputc(c == '[' ? '(' : c == ']' ? ')' : c == ':' ? ',' : c, f);
+	}
+	fputc(']', f);
+}
+
+/* ":MESSAGE:ACTION" for an option's value. */
+static void zsh_value(FILE *f, const struct mr_opt *o)
+{
+	fputc(':', f);
+	for (const char *p = o->argh; *p; p++)
+		if (*p != ':' && *p != '\'')
+			fputc(*p, f);
+	if (o->kind == MR_OPTK_CHOICE) {
+		fputs(":(", f);
+		for (const char *p = o->choices; *p; p++)
+			fputc(*p == '|' ? ' ' : *p, f);
+		fputc(')', f);
+	} else if (o->argh && !strcmp(o->argh, "DIR")) {
+		fputs(":_files -/", f);
+	} else if (is_path_arg(o->argh)) {
+		fputs(":_files", f);
+	} else {
+		fputs(": ", f); /* a value of the user's: nothing to offer */
+	}
+}
+
+/* One _arguments spec per option, each on its own continued line. */
+static void zsh_specs(FILE *f, const struct mr_opt *opts, const char *indent)
+{
+	for (const struct mr_opt *o = opts; o && o->kind != MR_OPTK_END; o++) {
+		bool v = takes_value(o);
+
+		/* a repeatable option may come again ("*"); the others once */
+		const char *rep = o->kind == MR_OPTK_LIST ? "*" : "";
+
+		if (o->kind == MR_OPTK_GROUP)
+			continue;
+		fprintf(f, " \\\n%s", indent);
+		if (o->short_name && o->long_name)
+			fprintf(f, "'%s(-%c --%s)'{-%c%s,--%s%s}'", rep, o->short_name, o->long_name,
+				o->short_name, v ? "+" : "", o->long_name, v ? "=" : "");
+		else if (o->long_name)
+			fprintf(f, "'%s--%s%s", rep, o->long_name, v ? "=" : "");
+		else
+			fprintf(f, "'%s-%c%s", rep, o->short_name, v ? "+" : "");
+		zsh_desc(f, o->help);
+		if (v)
+			zsh_value(f, o);
+		fputc('\'', f);
+	}
+}
+
+/* A subcommand without a table: the flags of its --help, each as a bare option. */
+static void zsh_specs_from_help(FILE *f, const char *text, const char *indent)
+{
+	struct mr_strvec flags = MR_STRVEC_INIT;
+
+	if (flags_from_help(text, &flags) == 0)
+		for (size_t i = 0; i < flags.nr; i++)
+			fprintf(f, " \\\n%s'%s'", indent, flags.v[i]);
+	mr_strvec_release(&flags);
+}
+
+static void write_zsh(FILE *f, const struct mr_optdoc *d)
+{
+	const struct mr_optdoc_cmd *top = &d->cmds[0];
+	static const char help_specs[] =
+		" \\\n\t\t'(- *)'{-h,--help}'[show the help and exit]'"
+		" \\\n\t\t'(- *)--version[show the version and exit]'";
+
+	fprintf(f, "#compdef %s\n# zsh completion for %s, generated from its option tables by\n"
+		   "# '%s --help-zsh'; do not edit. Install as _%s in a folder of $fpath.\n",
+		d->tool, d->tool, d->tool, d->tool);
+	fprintf(f, "_%s()\n{\n", d->tool);
+	if (d->ncmds > 1) {
+		fputs("\tlocal curcontext=$curcontext state line\n\ttypeset -A opt_args\n", f);
+		fputs("\t_arguments -C", f);
+		if (top->opts) /* the tool's own options too (meshconfig has both) */
+			zsh_specs(f, top->opts, "\t\t");
+		fputs(help_specs, f);
+		fputs(" \\\n\t\t'1:command:(", f);
+		for (size_t i = 1; i < d->ncmds; i++)
+			fprintf(f, "%s%s", i > 1 ? " " : "", d->cmds[i].name);
+		fputs(")' \\\n\t\t'*::argument:->args'\n", f);
+		fputs("\t[[ $state == args ]] || return\n\tcase $words[1] in\n", f);
+		for (size_t i = 1; i < d->ncmds; i++) {
+			const struct mr_optdoc_cmd *c = &d->cmds[i];
+
+			fprintf(f, "\t%s)\n\t\t_arguments -s -S", c->name);
+			fputs(" \\\n\t\t\t'(- *)'{-h,--help}'[show the help and exit]'", f);
+			if (c->opts) {
+				zsh_specs(f, c->opts, "\t\t\t");
+			} else if (c->run_help) {
+				struct mr_buf b = MR_BUF_INIT;
+
+				if (capture_help(c, &b) == 0)
+					zsh_specs_from_help(f, mr_buf_cstr(&b), "\t\t\t");
+				mr_buf_release(&b);
+			}
+			fputs(" \\\n\t\t\t'*:argument:_files'\n\t\t;;\n", f);
+		}
+		fputs("\tesac\n", f);
+	} else {
+		fputs("\t_arguments -s -S", f);
+		zsh_specs(f, top->opts, "\t\t");
+		fputs(help_specs, f);
+		if (d->complete_commands) /* the command being launched, and its own words */
+			fputs(" \\\n\t\t'(-):command: _command_names -e' \\\n\t\t'*::arguments: _normal'", f);
+		fputc('\n', f);
+	}
+	fprintf(f, "}\n_%s \"$@\"\n", d->tool);
+}
+
 int mr_optdoc_write(FILE *f, const struct mr_optdoc *d, enum mr_optdoc_format fmt)
 {
 	switch (fmt) {
@@ -558,6 +719,9 @@ int mr_optdoc_write(FILE *f, const struct mr_optdoc *d, enum mr_optdoc_format fm
 		break;
 	case MR_OPTDOC_BASH:
 		write_bash(f, d);
+		break;
+	case MR_OPTDOC_ZSH:
+		write_zsh(f, d);
 		break;
 	}
 	if (fflush(f) != 0 || ferror(f))
@@ -574,6 +738,7 @@ int mr_optdoc_main(int argc, char **argv, const struct mr_optdoc *d)
 		{ "--help-man", MR_OPTDOC_MAN },
 		{ "--help-markdown", MR_OPTDOC_MARKDOWN },
 		{ "--help-bash", MR_OPTDOC_BASH },
+		{ "--help-zsh", MR_OPTDOC_ZSH },
 	};
 
 	if (argc != 2)

@@ -1,7 +1,8 @@
 /*
  * optdoc.h - the option tables as documentation: man page (roff), Markdown
- * reference page and bash completion, so that --help, `man TOOL`,
- * docs/reference/TOOL.md and tab completion all come from one table.
+ * reference page, bash and zsh completion (a Mac's shell is zsh), so that
+ * --help, `man TOOL`, docs/reference/TOOL.md and tab completion all come from
+ * one table.
  *
  * A tool describes itself once:
  *
@@ -10,7 +11,7 @@
  *	};
  *	const struct mr_optdoc doc = { "meshrun", MESHRUN_VERSION, "launch ...", cmds, 1, true };
  *	if ((rc = mr_optdoc_main(argc, argv, &doc)) >= 0)
- *		return rc;       (argv was "--help-man", "--help-markdown" or "--help-bash")
+ *		return rc;       (argv was "--help-man", "--help-markdown", "--help-bash" or "--help-zsh")
  *
  * cmds[0] with name NULL is the tool's own table; entries with a name are
  * subcommands ("meshsim up"). A subcommand may give its table (opts) or, when
@@ -52,13 +53,13 @@ struct mr_optdoc {
 	bool complete_commands;     /* completion offers commands after the options (meshrun) */
 };
 
-enum mr_optdoc_format { MR_OPTDOC_MAN, MR_OPTDOC_MARKDOWN, MR_OPTDOC_BASH };
+enum mr_optdoc_format { MR_OPTDOC_MAN, MR_OPTDOC_MARKDOWN, MR_OPTDOC_BASH, MR_OPTDOC_ZSH };
 
 /* Write the document; 0, or -1 when writing to f failed. */
 int mr_optdoc_write(FILE *f, const struct mr_optdoc *d, enum mr_optdoc_format fmt);
 
 /*
- * When argv is exactly "TOOL --help-man|--help-markdown|--help-bash", write
+ * When argv is exactly "TOOL --help-man|--help-markdown|--help-bash|--help-zsh", write
  * that document to stdout and return the exit code (0, or 1 on a write
  * error); otherwise return -1 and do nothing. These flags are hidden: they
  * are for the build, not for users.

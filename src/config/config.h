@@ -22,8 +22,11 @@
  *   4. setup: with --auto-setup and passwordless sudo everywhere, the commands run
  *      on every host in parallel (one `sh -c` per host); else they are printed;
  *   5. verify (after an applied setup): every planned peer answers one ping through
- *      its interface;
- *   6. hostfile: --output-hostfile FILE, or stdout.
+ *      its interface; with --mtu N, every end's MTU is set, read back and checked
+ *      with a don't-fragment ping of N bytes (boot.h);
+ *   6. --at-boot: the LaunchDaemon that applies it again at boot (boot.h);
+ *   7. hostfile: --output-hostfile FILE, or stdout.
+ * --undo runs the ssh check, then removes what meshconfig set up (boot.h).
  * Nothing that came out of a host goes into a command unless it passed a strict
  * check (interface names, IPv4 addresses); a discovery error stops the run before
  * any configuration command is sent.
@@ -38,6 +41,7 @@
 #include "common/compat.h"
 #include "common/strvec.h"
 #include "hal/hal.h"
+#include "hal/ssh_opts.h"
 
 /* Exit codes of meshconfig (documented in --help). */
 enum mr_config_exit {
@@ -47,7 +51,8 @@ enum mr_config_exit {
 	MR_CONFIG_EXIT_USAGE = 2,       /* bad flags or hosts */
 	MR_CONFIG_EXIT_UNREACHABLE = 3, /* a host could not be reached (without --ignore-unreachable) */
 	MR_CONFIG_EXIT_DISCOVERY = 4,   /* a discovery command failed or its output is malformed */
-	MR_CONFIG_EXIT_SETUP = 5,       /* a setup command failed, or a peer did not answer after setup */
+	MR_CONFIG_EXIT_SETUP = 5,       /* a setup command failed, or a peer did not answer after setup
+					   (also: an end refused --mtu, --at-boot or --undo failed) */
 };
 
 struct mr_config_opts {
@@ -62,17 +67,16 @@ struct mr_config_opts {
 	struct mr_strvec envs;       /* --env K=V (repeatable), checked */
 	bool verbose;                /* --verbose */
 	const char *simulate;        /* --simulate DIR: hosts answered from fixture DIR */
-	const char *ssh_config;      /* --ssh-config FILE */
-	const char *known_hosts;     /* --known-hosts FILE (default ~/.ssh/known_hosts) */
-	bool accept_new_hostkeys;    /* --accept-new-hostkeys */
 	int64_t timeout_ms;          /* --timeout: per-command deadline, 0: hal default */
 	const char *png;             /* --png FILE: the DOT rendered by GraphViz, then stop */
-	const char *ssh;             /* --ssh auto|libssh2|openssh (NULL: $MESHRUN_SSH, else auto) */
-	const char *persist;         /* --persist DURATION|stop (NULL: $MESHRUN_SSH_PERSIST) */
+	struct mr_ssh_opts ssh;      /* --ssh-config, --ssh, --persist, --known-hosts, ... */
+	bool at_boot;                /* --at-boot: a LaunchDaemon applies the setup at boot (boot.h) */
+	bool undo;                   /* --undo: remove what meshconfig set up (boot.h) */
+	int mtu;                     /* --mtu N: on every cable's two ends, 0: unchanged (boot.h) */
 };
 
 #define MR_CONFIG_OPTS_INIT { NULL, NULL, "thunderbolt", NULL, false, NULL, false, false, \
-			      MR_STRVEC_INIT, false, NULL, NULL, NULL, false, 0, NULL, NULL, NULL }
+			      MR_STRVEC_INIT, false, NULL, 0, NULL, MR_SSH_OPTS_INIT, false, false, 0 }
 
 /*
  * Parse the command line into o (strings point into argv). Prints --help or

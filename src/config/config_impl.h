@@ -4,12 +4,16 @@
  *   run.c     the steps in order, ssh check, ethernet path, the hal to use
  *   tb.c      the thunderbolt path: discovery batch -> topo -> verdict, plan, hostfile
  *   setup.c   setup commands from a plan: build (checked), print, apply, verify
+ *   mtu.c boot.c undo.c   --mtu, --at-boot, --undo (boot.h)
  *   sim.c     --simulate: the replay hal and the fixture's host list
  *   png.c     --png: dot run on the DOT text
  *   ctx.c     the bottom: messages, step line, commands, addresses, hostfile output
+ *   doctor*.c `meshconfig doctor` (doctor.h; its files share doctor_impl.h), which
+ *             takes cfg_check_envs from opts.c and nothing else of these
  *
  * Calls go down the list's order only: run.c -> tb.c -> setup.c -> ctx.c (sim.c and
- * png.c are leaves); ctx.c calls no other file of the module.
+ * png.c are leaves; mtu.c, boot.c and undo.c are called by tb.c and run.c and
+ * call setup.c and ctx.c); ctx.c calls no other file of the module.
  *
  * Ownership: struct cfg_run owns hosts[] and everything in it; cfg_run_release()
  * frees it. The hal, the options and the streams are the caller's.
@@ -24,6 +28,13 @@
 #include "config/config.h"
 #include "hal/hal.h"
 #include "hostfile/hostfile.h"
+
+/* tb.c: a host without system_profiler (not a Mac; 127.0.0.1 is the default
+ * host); tests/unit/test_hints.c checks its flags against meshconfig's table */
+#define MR_CONFIG_HINT_NOT_A_MAC                                                          \
+	"system_profiler and networksetup are macOS commands: meshconfig reads how Macs " \
+	"are cabled, so give the Macs with --hosts (it runs from any machine), or see "   \
+	"what it makes of a recorded cluster with --simulate DIR (docs/guide-laptop.md)"
 
 struct cfg_host {
 	char *name;     /* ssh name, as the user gave it */
@@ -44,6 +55,9 @@ struct cfg_run {
 	int64_t t_step;         /* start of the current step (verbose timing) */
 	struct mr_progress pg;  /* the step line on a terminal (not with --verbose) */
 };
+
+/* opts.c: every --env is NAME=VALUE with a valid NAME (MESHRUN_E_USAGE naming it). */
+int cfg_check_envs(const struct mr_strvec *envs, struct meshrun_err *err);
 
 /* ---- ctx.c -------------------------------------------------------------------- */
 
@@ -104,6 +118,14 @@ int cfg_setup_script(const struct mr_topo_plan *p, size_t i, const char *host,
 		     struct mr_buf *script, struct meshrun_err *err);
 /* The link check: `/bin/sh -c cfg_ping_script sh IF PEER_IP` (Linux or macOS ping). */
 extern const char cfg_ping_script[];
+/*
+ * Ping every planned link from both ends, through cmds `/bin/sh -c script sh IF
+ * PEER_IP [SIZE]`, failures tried once more; each end that still fails is an
+ * error naming host, interface, peer. mtu 0: script is cfg_ping_script; else
+ * SIZE is mtu - 28 (the payload of an mtu-sized packet) and the errors say so.
+ * Returns an exit code.
+ */
+int cfg_ping_links(struct cfg_run *c, const struct mr_topo_plan *p, const char *script, int mtu);
 /* tb.c: `netstat -rn -f inet` on a Mac, exit 1 elsewhere (/bin/sh -c). */
 extern const char cfg_routes_script[];
 /*

@@ -5,9 +5,11 @@
  */
 #include "common/compat.h"
 #include "common/err.h"
+#include "common/hostfold.h"
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "common/xalloc.h"
+#include "config/boot.h"
 #include "config/config_impl.h"
 #include "hal/replay.h"
 
@@ -149,25 +151,23 @@ static int ssh_check(struct cfg_run *c, const struct mr_hostfile *in)
 		else
 			cfg_warn(c, "ignoring %zu unreachable host%s (--ignore-unreachable):", nbad,
 				 nbad == 1 ? "" : "s");
-		for (size_t i = 0; i < n; i++) {
-			if (!why[i][0])
-				continue;
-			if (!c->o->ignore_unreachable)
-				cfg_error(c, "  - %s: %s", names[i], why[i]);
-			else
-				cfg_warn(c, "  - %s: %s", names[i], why[i]);
-		}
-		/* the hint that fits each kind of failure, once (not "password-less ssh?"
-		 * for a name that does not resolve) */
-		for (size_t i = 0; i < n; i++) {
-			const char *hint = why[i][0] ? mr_hal_err_hint(&errs[i]) : NULL;
-			bool seen = false;
+		/* every host in full (a long list folded), the hint that fits each
+		 * kind of failure once (not "password-less ssh?" for a bad name) */
+		struct mr_hostfold fold = MR_HOSTFOLD_INIT;
+		struct mr_strvec lines = MR_STRVEC_INIT;
+		int frc = 0;
 
-			for (size_t k = 0; hint && k < i; k++)
-				seen |= why[k][0] && mr_hal_err_hint(&errs[k]) == hint;
-			if (hint && !seen)
-				(c->o->ignore_unreachable ? cfg_warn : cfg_error)(c, "  hint: %s", hint);
-		}
+		for (size_t i = 0; i < n && frc == 0; i++)
+			if (why[i][0])
+				frc = mr_hostfold_add(&fold, names[i], why[i], mr_hal_err_hint(&errs[i]));
+		if (frc == 0)
+			frc = mr_hostfold_render(&fold, c->o->verbose, "--verbose", "- ", &lines);
+		for (size_t i = 0; i < lines.nr; i++)
+			(c->o->ignore_unreachable ? cfg_warn : cfg_error)(c, "  %s", lines.v[i]);
+		if (frc < 0)
+			cfg_error(c, "out of memory");
+		mr_strvec_release(&lines);
+		mr_hostfold_release(&fold);
 		if (!c->o->ignore_unreachable) {
 			rc = MR_CONFIG_EXIT_UNREACHABLE;
 			goto out;
@@ -297,7 +297,9 @@ int mr_config_run(const struct mr_config_opts *o, struct mr_hal *hal, FILE *out,
 	mr_hostfile_free(in);
 	if (rc)
 		goto out;
-	if (!strcmp(o->over, "ethernet"))
+	if (o->undo)
+		rc = cfg_undo(&c); /* boot.h */
+	else if (!strcmp(o->over, "ethernet"))
 		rc = ethernet(&c);
 	else
 		rc = cfg_thunderbolt(&c);
@@ -344,18 +346,11 @@ int mr_config_main_with(const struct mr_config_opts *o, FILE *out, FILE *err)
 	ho.run_timeout_ms = (int)o->timeout_ms;
 	if (o->timeout_ms > 0)
 		ho.connect_timeout_ms = (int)o->timeout_ms;
-	ho.ssh_config = o->ssh_config;
-	ho.known_hosts = o->known_hosts;
-	ho.accept_new_hostkeys = o->accept_new_hostkeys;
 	ho.batch = true;
-	if (mr_hal_ssh_pick(o->ssh, &ho.ssh, &e) < 0) {
-		mr_log_print(err, 0, MR_LOG_ERROR, "%s", e.msg);
-		return MR_CONFIG_EXIT_USAGE;
-	}
 	{
 		bool stop;
 
-		if (mr_hal_persist_pick(o->persist, &ho.persist_ms, &stop, &e) < 0) {
+		if (mr_ssh_opts_apply(&o->ssh, &ho, &stop, &e) < 0) {
 			mr_log_print(err, 0, MR_LOG_ERROR, "%s", e.msg);
 			return MR_CONFIG_EXIT_USAGE;
 		}

@@ -247,10 +247,10 @@ out:
 struct ping {
 	size_t host, peer; /* who pings whom */
 	const char *ifname, *peer_ip;
-	char *argv[7];
+	char *argv[8];
 };
 
-static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
+int cfg_ping_links(struct cfg_run *c, const struct mr_topo_plan *p, const char *script, int mtu)
 {
 	size_t n = 2 * p->nlinks, nfail = 0;
 	struct ping *pings = xcalloc(n ? n : 1, sizeof(*pings));
@@ -258,9 +258,12 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 	size_t *idx = xcalloc(n ? n : 1, sizeof(*idx)); /* pings of this round */
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 	size_t nround = n;
+	char size[16];
 	int rc = 0;
 
-	cfg_step(c, "checking every link with a ping");
+	snprintf(size, sizeof(size), "%d", mtu - 28); /* the ICMP payload of an MTU-sized packet */
+	cfg_step(c, mtu ? "checking every link with a don't-fragment ping of the MTU"
+			: "checking every link with a ping");
 	for (size_t l = 0; l < p->nlinks; l++) {
 		const struct mr_topo_link *lk = &p->links[l];
 		for (int s = 0; s < 2; s++) {
@@ -277,11 +280,12 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 			}
 			pg->argv[0] = MR_SH_PATH;
 			pg->argv[1] = "-c";
-			pg->argv[2] = (char *)cfg_ping_script;
+			pg->argv[2] = (char *)script;
 			pg->argv[3] = "sh";
 			pg->argv[4] = (char *)pg->ifname;
 			pg->argv[5] = (char *)pg->peer_ip;
-			pg->argv[6] = NULL;
+			pg->argv[6] = mtu ? size : NULL;
+			pg->argv[7] = NULL;
 		}
 	}
 	for (size_t i = 0; i < n; i++)
@@ -304,11 +308,16 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 			if (mr_hal_cmd_ok(&cmds[r]))
 				continue;
 			if (round == 1) {
-				cfg_error(c, "%s: %s: no answer from %s (%s) after setup: %s",
-					  c->hosts[pg->host].name, pg->ifname, pg->peer_ip,
-					  c->hosts[pg->peer].name,
-					  cmds[r].hal_rc < 0 ? cmds[r].err.msg
-							     : mr_hal_cmd_describe(&cmds[r], desc, sizeof(desc)));
+				const char *why = cmds[r].hal_rc < 0
+					? cmds[r].err.msg : mr_hal_cmd_describe(&cmds[r], desc, sizeof(desc));
+				if (mtu)
+					cfg_error(c, "%s: %s: a %d-byte packet with don't-fragment to %s (%s) did not arrive: %s",
+						  c->hosts[pg->host].name, pg->ifname, mtu, pg->peer_ip,
+						  c->hosts[pg->peer].name, why);
+				else
+					cfg_error(c, "%s: %s: no answer from %s (%s) after setup: %s",
+						  c->hosts[pg->host].name, pg->ifname, pg->peer_ip,
+						  c->hosts[pg->peer].name, why);
 				nfail++;
 			}
 			idx[nleft++] = idx[r];
@@ -320,7 +329,7 @@ static int verify_links(struct cfg_run *c, const struct mr_topo_plan *p)
 	if (nfail)
 		rc = MR_CONFIG_EXIT_SETUP;
 	else
-		cfg_step_done(c, "all %zu link ends answer", n);
+		cfg_step_done(c, "all %zu link ends answer%s", n, mtu ? " at the full MTU" : "");
 out:
 	free(idx);
 	free(cmds);
@@ -349,7 +358,7 @@ int cfg_setup(struct cfg_run *c, const struct mr_topo_plan *p, bool apply)
 	}
 	rc = apply_setup(c, p, lines);
 	if (rc == 0)
-		rc = verify_links(c, p);
+		rc = cfg_ping_links(c, p, cfg_ping_script, 0);
 out:
 	for (size_t i = 0; i < c->nhosts; i++)
 		mr_strvec_release(&lines[i]);

@@ -10,6 +10,8 @@
  *   ipconfig getifaddr en1     exit 1 (none)
  *   the routes (netstat)       exit 1, as on a non-Mac (the plan takes MLX's ranges)
  *   /bin/sh -c ...             the setup scripts and ping checks: "done", exit 0
+ *   sudo -n /bin/sh -c ...     --at-boot's install and --undo: "done", exit 0
+ *   the LaunchDaemon check     exit 1: none (boot.h)
  * so that --auto-setup runs its whole path (apply, verify) without changing
  * anything anywhere.
  */
@@ -83,8 +85,11 @@ int cfg_sim_hal(const char *dir, const struct mr_hal_opts *ho, struct mr_hal **o
 		{ "sudo -n true", 0, NULL, NULL },
 		{ "ipconfig getifaddr *", 1, NULL, NULL },
 		{ "/bin/sh -c *", 0, "done\n", NULL },
+		{ "sudo -n /bin/sh -c *", 0, "done\n", NULL }, /* --at-boot, --undo */
 		/* after "/bin/sh -c *": answers added later are matched first */
 		{ "/bin/sh -c '[ \"$(uname -s)\" = Darwin ]*", 1, NULL, NULL },
+		/* no LaunchDaemon of an earlier --at-boot (boot.h) */
+		{ "/bin/sh -c '[ -e *", 1, NULL, NULL },
 	};
 	struct mr_replay *rp = NULL;
 	int rc;

@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "common/shquote.h"
 #include "common/xalloc.h"
+#include "config/boot.h"
 #include "config/config_impl.h"
 #include "topo/topo.h"
 
@@ -100,6 +101,14 @@ static int build_cluster(struct cfg_run *c, struct mr_hal_cmd *cmds, struct mr_t
 				cfg_error(c, "%s", e.msg);
 				nbad++;
 			}
+		}
+	}
+	for (size_t i = 0; i < c->nhosts; i++) { /* not a Mac: say what meshconfig is for, once */
+		const struct mr_hal_cmd *sp = &cmds[i * D_NR + D_SP];
+
+		if (sp->hal_rc == MESHRUN_E_EXEC || (sp->hal_rc == 0 && !sp->signal && sp->status == 127)) {
+			cfg_error(c, "hint: %s", MR_CONFIG_HINT_NOT_A_MAC);
+			break;
 		}
 	}
 	if (nbad == 0 && cfg_ip_parse(c, &cmds[D_EN0], D_NR) != 0)
@@ -255,7 +264,7 @@ int cfg_thunderbolt(struct cfg_run *c)
 	struct mr_hostfile *hf = NULL;
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 	enum mr_topo_backend want = MR_TOPO_BACKEND_AUTO;
-	bool have_choice = false, have_plan = false;
+	bool have_choice = false, have_plan = false, apply;
 	int rc = 0;
 
 	memset(&ch, 0, sizeof(ch));
@@ -307,8 +316,14 @@ int cfg_thunderbolt(struct cfg_run *c)
 	}
 	cfg_step_done(c, "%zu links planned", plan.nlinks);
 
-	/* 5. setup: applied with --auto-setup and sudo everywhere, else printed */
-	rc = cfg_setup(c, &plan, can_auto_setup(c) && c->o->auto_setup);
+	/* 5. setup: applied with --auto-setup and sudo everywhere, else printed; then
+	 * --mtu and --at-boot (boot.h) */
+	apply = can_auto_setup(c) && c->o->auto_setup;
+	rc = cfg_setup(c, &plan, apply);
+	if (rc == 0 && c->o->mtu)
+		rc = cfg_mtu(c, &plan, apply);
+	if (rc == 0)
+		rc = cfg_at_boot(c, &plan, apply);
 	if (rc)
 		goto out;
 

@@ -871,29 +871,60 @@ const char *mr_hal_cmd_describe(const struct mr_hal_cmd *cmd, char *buf, size_t 
 	return buf;
 }
 
+/* mr_hal_err_hint's texts, in one table (the unit test checks that every flag a
+ * hint names is one of meshrun's and of meshconfig's: both tools print them). */
+enum {
+	HINT_AUTH,
+	HINT_HOSTKEY_NEW,
+	HINT_HOSTKEY_CHANGED,
+	HINT_RESOLVE,
+	HINT_TIMEOUT,
+	HINT_REFUSED,
+	HINT_NOROUTE,
+	HINT_COUNT
+};
+
+const char *const mr_hal_hints[] = {
+	[HINT_AUTH] = "authentication refused: add your public key to the host's ~/.ssh/authorized_keys "
+		      "(ssh-copy-id [user@]host), or give the right user (user@host, or User in ssh_config)",
+	[HINT_HOSTKEY_NEW] = "host key not known yet: check it once with 'ssh [user@]host', or have "
+			     "--accept-new-hostkeys record the keys of new hosts (into the "
+			     "--known-hosts file when one is given)",
+	[HINT_HOSTKEY_CHANGED] = "host key changed since it was recorded: if the host was reinstalled, "
+				 "remove its old key (ssh-keygen -R HOST; -f FILE for a --known-hosts "
+				 "file) and check the new one; otherwise do not connect "
+				 "(--accept-new-hostkeys never accepts a changed key)",
+	[HINT_RESOLVE] = "the name does not resolve: check its spelling, DNS or /etc/hosts, or give "
+			 "a HostName in ssh_config (--ssh-config)",
+	[HINT_TIMEOUT] = "no answer within the connect timeout: is the host up and on this network "
+			 "(a firewall dropping port 22)?",
+	[HINT_REFUSED] = "nothing listens for ssh there: start sshd (on a Mac: System Settings > "
+			 "General > Sharing > Remote Login)",
+	[HINT_NOROUTE] = "no route to the host: check the address and this machine's network",
+	[HINT_COUNT] = NULL,
+};
+
 const char *mr_hal_err_hint(const struct meshrun_err *e)
 {
 	if (!e || !e->code)
 		return NULL;
 	switch (e->code) {
 	case MESHRUN_E_AUTH:
-		return "authentication refused: add your public key to the host's ~/.ssh/authorized_keys "
-		       "(ssh-copy-id [user@]host), or give the right user (user@host, or User in ssh_config)";
+		return mr_hal_hints[HINT_AUTH];
 	case MESHRUN_E_HOSTKEY:
-		return "host key unknown or changed: 'ssh [user@]host' once to check and record it, or "
-		       "--accept-new-hostkeys for new hosts";
+		/* ssh_hostkey.c says "host key has changed", OpenSSH "IDENTIFICATION HAS CHANGED" */
+		if (strstr(e->msg, "has changed") || strstr(e->msg, "HAS CHANGED"))
+			return mr_hal_hints[HINT_HOSTKEY_CHANGED];
+		return mr_hal_hints[HINT_HOSTKEY_NEW];
 	case MESHRUN_E_CONNECT:
 		if (strstr(e->msg, "cannot resolve"))
-			return "the name does not resolve: check its spelling, DNS or /etc/hosts, or give "
-			       "a HostName in ssh_config";
+			return mr_hal_hints[HINT_RESOLVE];
 		if (strstr(e->msg, "timed out"))
-			return "no answer within the connect timeout: is the host up and on this network "
-			       "(a firewall dropping port 22)?";
+			return mr_hal_hints[HINT_TIMEOUT];
 		if (strstr(e->msg, "refused"))
-			return "nothing listens for ssh there: start sshd (on a Mac: System Settings > "
-			       "General > Sharing > Remote Login)";
+			return mr_hal_hints[HINT_REFUSED];
 		if (strstr(e->msg, "unreachable") || strstr(e->msg, "No route"))
-			return "no route to the host: check the address and this machine's network";
+			return mr_hal_hints[HINT_NOROUTE];
 		return NULL;
 	default:
 		return NULL;

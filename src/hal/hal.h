@@ -259,9 +259,13 @@ int mr_hal_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
  * a command's err): a static one-line hint that fits the failure, or NULL.
  *   name does not resolve | no answer within the timeout | nothing listens on
  *   the port (sshd off: Remote Login on a Mac) | no route | authentication
- *   refused (key not in authorized_keys, wrong user) | host key unknown/changed
+ *   refused (key not in authorized_keys, wrong user) | host key unknown | host
+ *   key changed (never "accept it"). Every flag a hint names is one that both
+ *   meshrun and meshconfig take (tests/unit/test_hints.c checks the table).
  */
 const char *mr_hal_err_hint(const struct meshrun_err *e);
+/* Every text mr_hal_err_hint() can return; NULL-terminated. */
+extern const char *const mr_hal_hints[];
 
 /* Start a long-running process; events arrive from mr_hal_poll(). */
 int mr_hal_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_proc **out,

@@ -350,6 +350,8 @@ static void host_fail_from_stderr(struct ohost *h, const char *why)
 		code = MESHRUN_E_HOSTKEY;
 	if (strstr(s, "Could not resolve hostname"))
 		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): cannot resolve: %s", h->name, last);
+	else if (strstr(s, "IDENTIFICATION HAS CHANGED")) /* said lines before the last one */
+		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): host key has changed: %s", h->name, last);
 	else if (last[0])
 		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): %s", h->name, last);
 	else

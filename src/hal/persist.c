@@ -92,6 +92,10 @@ struct persist_hal {
 	char *path;
 	uint32_t next_id;
 	struct mr_buf in, out;
+	size_t in_off;                /* frames of in before this are handled; shared
+				       * by a pull and one nested in a callback of its
+				       * dispatch (a waited request), so neither loses
+				       * its place when the other consumes in */
 	struct pjob *jobs;
 	struct reply *wait;           /* the reply being waited for, or NULL */
 	bool broken;
@@ -469,7 +473,6 @@ static int pull(struct persist_hal *h, int timeout_ms)
 {
 	struct pollfd pfd = { h->fd, POLLIN, 0 };
 	char buf[65536];
-	size_t off = 0;
 	struct mr_pf_frame f;
 	int rc;
 
@@ -495,9 +498,11 @@ static int pull(struct persist_hal *h, int timeout_ms)
 		if ((size_t)n < sizeof(buf))
 			break;
 	}
-	while ((rc = mr_pf_next(&h->in, &off, &f)) == 1)
+	/* dispatch uses f only before it calls back (f points into in) */
+	while ((rc = mr_pf_next(&h->in, &h->in_off, &f)) == 1)
 		dispatch(h, &f);
-	mr_buf_consume(&h->in, off);
+	mr_buf_consume(&h->in, h->in_off);
+	h->in_off = 0;
 	if (rc < 0)
 		set_broken(h, "malformed frame");
 	return 0;
@@ -617,6 +622,7 @@ static bool runs_pending(struct persist_hal *h)
 static int persist_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct meshrun_err *err)
 {
 	struct persist_hal *h = to_persist_hal(hal);
+	uint32_t id;
 
 	(void)err;
 	for (size_t i = 0; i < n; i++) {
@@ -644,35 +650,39 @@ static int persist_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, st
 			continue;
 		}
 		j->cmd = cmd;
-		for (size_t off = 0; off < cmd->stdin_len; off += MR_PF_CHUNK)
-			send_simple(h, MR_PF_WRITE, j->id, (const char *)cmd->stdin_data + off,
+		/* a failed send breaks h, which finishes and frees j: by id from here */
+		id = j->id;
+		for (size_t off = 0; off < cmd->stdin_len && !h->broken; off += MR_PF_CHUNK)
+			send_simple(h, MR_PF_WRITE, id, (const char *)cmd->stdin_data + off,
 				    MR_MIN(cmd->stdin_len - off, (size_t)MR_PF_CHUNK), true);
-		send_simple(h, MR_PF_CLOSE_STDIN, j->id, NULL, 0, false);
-		if (h->broken) /* gave the job its error */
-			continue;
+		if (!h->broken)
+			send_simple(h, MR_PF_CLOSE_STDIN, id, NULL, 0, false);
 	}
 	while (runs_pending(h)) {
 		int64_t now = mr_now_ms(), next = INT64_MAX;
-		struct pjob *nj;
+		struct pjob *late = NULL;
 
-		for (struct pjob *j = h->jobs; j; j = nj) {
-			nj = j->next;
+		for (struct pjob *j = h->jobs; j && !late; j = j->next) {
 			if (!j->cmd)
 				continue;
-			if (now >= j->deadline_ms) {
-				struct meshrun_err e = MESHRUN_ERR_INIT;
-
-				/* the daemon kills it (its process group) and forgets it */
-				send_release(h, j->id, false);
-				mr_err_set(&e, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms",
-					   j->host, now - j->start_ms);
-				job_exit(h, j, e.code, 0, 0, &e);
-				continue;
-			}
-			next = MR_MIN(next, j->deadline_ms);
+			if (now >= j->deadline_ms)
+				late = j;
+			else
+				next = MR_MIN(next, j->deadline_ms);
 		}
-		if (!runs_pending(h))
-			break;
+		if (late) {
+			struct meshrun_err e = MESHRUN_ERR_INIT;
+
+			/* its result first (which frees it), then the daemon kills it (its
+			 * process group) and forgets it; a failed send breaks h and ends
+			 * the others, so the list is walked again */
+			id = late->id;
+			mr_err_set(&e, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms", late->host,
+				   now - late->start_ms);
+			job_exit(h, late, e.code, 0, 0, &e);
+			send_release(h, id, false);
+			continue;
+		}
 		pull(h, next == INT64_MAX ? -1 : mr_ms_left(next));
 	}
 	return 0;

@@ -49,11 +49,17 @@ static void conn_step(struct conn *c)
 	do {
 		progress = false;
 		for (struct job *j = c->head, *next; j; j = next) {
+			unsigned unlinks = c->unlinks;
+
 			next = j->next;
 			if (mr_ssh_job_step(j))
 				progress = true;
 			if (c->broken)
 				break;
+			if (c->unlinks != unlinks) { /* next may be gone: walk again */
+				progress = true;
+				break;
+			}
 		}
 		if (c->broken) {
 			if (c->stale) {
@@ -440,7 +446,10 @@ static int ssh_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
 					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
 					  p->cmdline, p->host);
-		j->pending_sig = sig;
+		/* the supervisor's CONT follows its TERM at once: a CONT must not
+		 * replace the TERM (the rank would run until the KILL, seconds later) */
+		if (sig != SIGCONT || !j->pending_sig)
+			j->pending_sig = sig;
 		return 0;
 	}
 	if (!mr_ssh_queue_kill(j->conn, j->pgid, sig))

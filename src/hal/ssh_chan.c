@@ -104,6 +104,7 @@ void mr_ssh_job_unlink(struct job *j)
 	struct conn *c = j->conn;
 
 	if (c) {
+		c->unlinks++;
 		if (j->prev)
 			j->prev->next = j->next;
 		else

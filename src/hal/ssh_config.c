@@ -248,15 +248,21 @@ static int note_unsupported(struct mr_ssh_config *cfg, const char *name)
 	return 0;
 }
 
-static struct cfg_block *add_block(struct mr_ssh_config *cfg)
+/*
+ * Appends an empty block; returns its index, or -1 when out of memory. The
+ * parser names the current block by index (NO_BLOCK: none yet), never by
+ * pointer: a block added by an Include further down moves the array.
+ */
+#define NO_BLOCK ((ssize_t)-1)
+static ssize_t add_block(struct mr_ssh_config *cfg)
 {
 	struct cfg_block *nb = mr_array_grow(cfg->blocks, cfg->nblocks + 1, &cfg->alloc, sizeof(*nb));
 
 	if (!nb)
-		return NULL;
+		return NO_BLOCK;
 	cfg->blocks = nb;
 	memset(&cfg->blocks[cfg->nblocks], 0, sizeof(cfg->blocks[0]));
-	return &cfg->blocks[cfg->nblocks++];
+	return (ssize_t)cfg->nblocks++;
 }
 
 static struct cfg_opt *add_opt(struct cfg_block *b)
@@ -436,13 +442,17 @@ static int parse_match(struct mr_ssh_config *cfg, struct cfg_block *b, struct mr
 }
 
 static int parse_text(struct mr_ssh_config *cfg, const char *text, size_t len, const char *name,
-		      int depth, struct cfg_block **cur, struct meshrun_err *err);
+		      int depth, ssize_t *cur, struct meshrun_err *err);
 
-/* "Include PATH...": globs, relative to ~/.ssh; each file parsed in place. */
+/*
+ * "Include PATH...": globs, relative to ~/.ssh; each file parsed in place.
+ * Inside a block, each file's lines (and the outer lines after the Include) go
+ * into a new block with the outer block's conditions.
+ */
 static int parse_include(struct mr_ssh_config *cfg, struct mr_strvec *w, const char *name, unsigned lineno,
-			 int depth, struct cfg_block **cur, struct meshrun_err *err)
+			 int depth, ssize_t *cur, struct meshrun_err *err)
 {
-	struct cfg_block *outer = *cur;
+	ssize_t outer = *cur;
 	int rc = 0;
 
 	if (depth >= INCLUDE_DEPTH_MAX)
@@ -466,13 +476,13 @@ static int parse_include(struct mr_ssh_config *cfg, struct mr_strvec *w, const c
 		if (glob(mr_buf_cstr(&pat), 0, NULL, &g) == 0) {
 			for (size_t k = 0; k < g.gl_pathc && rc == 0; k++) {
 				struct mr_buf text = MR_BUF_INIT;
-				struct cfg_block *inner = NULL;
+				ssize_t inner = NO_BLOCK;
 
 				rc = mr_read_file(g.gl_pathv[k], SSH_CONFIG_MAX, &text, err);
-				if (rc == 0 && outer) { /* the included lines inherit the block's conditions */
+				if (rc == 0 && outer != NO_BLOCK) {
 					inner = add_block(cfg);
-					/* add_block may move the array: find outer again by index */
-					if (!inner || copy_conditions(inner, &cfg->blocks[(size_t)(outer - cfg->blocks)]) < 0)
+					if (inner == NO_BLOCK ||
+					    copy_conditions(&cfg->blocks[inner], &cfg->blocks[outer]) < 0)
 						rc = mr_err_set(err, MESHRUN_E_NOMEM, "%s: out of memory", g.gl_pathv[k]);
 				}
 				if (rc == 0)
@@ -484,11 +494,10 @@ static int parse_include(struct mr_ssh_config *cfg, struct mr_strvec *w, const c
 		globfree(&g);
 		mr_buf_release(&pat);
 	}
-	if (rc == 0 && outer) { /* back in the outer block after the Include line */
-		size_t oi = (size_t)(outer - cfg->blocks);
-		struct cfg_block *nb = add_block(cfg);
+	if (rc == 0 && outer != NO_BLOCK) { /* back in the outer block after the Include line */
+		ssize_t nb = add_block(cfg);
 
-		if (!nb || copy_conditions(nb, &cfg->blocks[oi]) < 0)
+		if (nb == NO_BLOCK || copy_conditions(&cfg->blocks[nb], &cfg->blocks[outer]) < 0)
 			return mr_err_set(err, MESHRUN_E_NOMEM, "%s:%u: out of memory", name, lineno);
 		*cur = nb;
 	}
@@ -513,7 +522,7 @@ static const char *line_rest(const char *line)
 	return p;
 }
 
-static int parse_line(struct mr_ssh_config *cfg, struct cfg_block **cur, struct mr_strvec *w,
+static int parse_line(struct mr_ssh_config *cfg, ssize_t *cur, struct mr_strvec *w,
 		      const char *line, const char **why)
 {
 	const char *key = w->v[0];
@@ -526,15 +535,15 @@ static int parse_line(struct mr_ssh_config *cfg, struct cfg_block **cur, struct 
 			return -1;
 		}
 		*cur = add_block(cfg);
-		if (!*cur || mr_strvec_pushv(&(*cur)->patterns, w->v + 1) < 0)
+		if (*cur == NO_BLOCK || mr_strvec_pushv(&cfg->blocks[*cur].patterns, w->v + 1) < 0)
 			return -1;
 		return 0;
 	}
 	if (!strcasecmp(key, "match")) {
 		*cur = add_block(cfg);
-		if (!*cur)
+		if (*cur == NO_BLOCK)
 			return -1;
-		return parse_match(cfg, *cur, w, why);
+		return parse_match(cfg, &cfg->blocks[*cur], w, why);
 	}
 	for (k = 0; k < ARRAY_SIZE(known_keys); k++)
 		if (!strcasecmp(key, known_keys[k].name))
@@ -549,13 +558,13 @@ static int parse_line(struct mr_ssh_config *cfg, struct cfg_block **cur, struct 
 		*why = "garbage at end of line";
 		return -1;
 	}
-	if (!*cur) {
+	if (*cur == NO_BLOCK) {
 		*cur = add_block(cfg);
-		if (!*cur)
+		if (*cur == NO_BLOCK)
 			return -1;
-		(*cur)->match_all = true;
+		cfg->blocks[*cur].match_all = true;
 	}
-	o = add_opt(*cur);
+	o = add_opt(&cfg->blocks[*cur]);
 	if (!o)
 		return -1;
 	o->key = known_keys[k].key;
@@ -578,7 +587,7 @@ static int parse_line(struct mr_ssh_config *cfg, struct cfg_block **cur, struct 
 }
 
 static int parse_text(struct mr_ssh_config *cfg, const char *text, size_t len, const char *name,
-		      int depth, struct cfg_block **cur, struct meshrun_err *err)
+		      int depth, ssize_t *cur, struct meshrun_err *err)
 {
 	struct mr_strvec words = MR_STRVEC_INIT;
 	char *line = NULL;
@@ -636,7 +645,7 @@ int mr_ssh_config_parse(struct mr_ssh_config **out, const char *text, size_t len
 			const char *name, struct meshrun_err *err)
 {
 	struct mr_ssh_config *cfg = calloc(1, sizeof(*cfg));
-	struct cfg_block *cur = NULL;
+	ssize_t cur = NO_BLOCK;
 	int rc;
 
 	*out = NULL;
@@ -676,7 +685,7 @@ static int pick_resolver(char **bin, struct meshrun_err *err)
 static int load_builtin(struct mr_ssh_config *cfg, const char *path, struct meshrun_err *err)
 {
 	struct mr_buf text = MR_BUF_INIT;
-	struct cfg_block *cur = NULL;
+	ssize_t cur = NO_BLOCK;
 	char *def = NULL;
 	int rc = 0;
 
@@ -1202,21 +1211,26 @@ static struct g_entry *g_find(struct mr_ssh_config *cfg, const char *dest)
 	return NULL;
 }
 
-static struct g_entry *g_add(struct mr_ssh_config *cfg, const char *dest)
+/* Appends an entry for dest; returns its index, or -1 when out of memory. */
+static ssize_t g_add(struct mr_ssh_config *cfg, const char *dest)
 {
 	struct g_entry *ng = mr_array_grow(cfg->g, cfg->ng + 1, &cfg->g_alloc, sizeof(*ng));
 
 	if (!ng)
-		return NULL;
+		return -1;
 	cfg->g = ng;
 	memset(&cfg->g[cfg->ng], 0, sizeof(cfg->g[0]));
 	if (!(cfg->g[cfg->ng].dest = strdup(dest)))
-		return NULL;
-	return &cfg->g[cfg->ng++];
+		return -1;
+	return (ssize_t)cfg->ng++;
 }
 
+/*
+ * One `ssh -G` in flight. It names its entry by index, not pointer: g_add for the
+ * next destination may move cfg->g while earlier runs are still being collected.
+ */
 struct g_run {
-	struct g_entry *e;
+	size_t e;
 	pid_t pid;
 	int fd[2];             /* stdout, stderr (read ends); -1 when closed */
 	struct mr_buf out, err;
@@ -1225,6 +1239,7 @@ struct g_run {
 /* Start `ssh -G [-F FILE] DEST` for e (a failure goes into e->err). */
 static void g_start(struct mr_ssh_config *cfg, struct g_run *r)
 {
+	struct g_entry *e = &cfg->g[r->e];
 	char *argv[6];
 	size_t a = 0;
 	struct mr_spawn_opts so;
@@ -1238,15 +1253,15 @@ static void g_start(struct mr_ssh_config *cfg, struct g_run *r)
 		argv[a++] = (char *)"-F";
 		argv[a++] = cfg->file;
 	}
-	argv[a++] = r->e->dest; /* validated by mr_ssh_dest_split: no leading '-' */
+	argv[a++] = e->dest; /* validated by mr_ssh_dest_split: no leading '-' */
 	argv[a] = NULL;
 	memset(&so, 0, sizeof(so));
 	so.file = cfg->ssh_bin;
 	so.argv = argv;
 	so.what = "ssh -G";
-	if (mr_spawn_piped(&so, false, &r->pid, fds, &r->e->err) < 0) {
+	if (mr_spawn_piped(&so, false, &r->pid, fds, &e->err) < 0) {
 		r->pid = -1;
-		r->e->done = true;
+		e->done = true;
 		return;
 	}
 	r->fd[0] = fds[1];
@@ -1254,7 +1269,7 @@ static void g_start(struct mr_ssh_config *cfg, struct g_run *r)
 }
 
 /* Collect every started run's output and exit (they run at the same time). */
-static void g_collect(struct g_run *runs, size_t n)
+static void g_collect(struct mr_ssh_config *cfg, struct g_run *runs, size_t n)
 {
 	int64_t end = mr_now_ms() + SSH_G_TIMEOUT_MS;
 	struct pollfd pfd[2 * SSH_G_PARALLEL];
@@ -1295,6 +1310,7 @@ static void g_collect(struct g_run *runs, size_t n)
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct g_run *r = &runs[i];
+		struct g_entry *e = &cfg->g[r->e];
 		int status = 0;
 		bool late = r->fd[0] >= 0 || r->fd[1] >= 0;
 
@@ -1306,24 +1322,24 @@ static void g_collect(struct g_run *runs, size_t n)
 			while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
 				;
 		}
-		if (r->e->done) {
+		if (e->done) {
 			/* failed to start: e->err holds why */
 		} else if (late) {
-			mr_err_set(&r->e->err, MESHRUN_E_TIMEOUT, "ssh -G for '%s': no answer within %d ms "
-				   "(a 'Match exec' that hangs?)", r->e->dest, SSH_G_TIMEOUT_MS);
+			mr_err_set(&e->err, MESHRUN_E_TIMEOUT, "ssh -G for '%s': no answer within %d ms "
+				   "(a 'Match exec' that hangs?)", e->dest, SSH_G_TIMEOUT_MS);
 		} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			const char *m = mr_buf_cstr(&r->err);
 			int len = (int)strcspn(m, "\n");
 
 			/* getopt's words: "unknown" (OpenSSH's own), "illegal" (BSD), "invalid" (glibc) */
-			r->e->no_g = strstr(m, "option -- G") || strstr(m, "option -- 'G'");
+			e->no_g = strstr(m, "option -- G") || strstr(m, "option -- 'G'");
 
-			mr_err_set(&r->e->err, MESHRUN_E_PARSE, "ssh -G for '%s' failed%s%.*s", r->e->dest,
+			mr_err_set(&e->err, MESHRUN_E_PARSE, "ssh -G for '%s' failed%s%.*s", e->dest,
 				   len ? ": " : "", len, m);
-		} else if (!(r->e->text = mr_buf_detach(&r->out, NULL))) {
-			mr_err_set(&r->e->err, MESHRUN_E_NOMEM, "ssh -G for '%s': out of memory", r->e->dest);
+		} else if (!(e->text = mr_buf_detach(&r->out, NULL))) {
+			mr_err_set(&e->err, MESHRUN_E_NOMEM, "ssh -G for '%s': out of memory", e->dest);
 		}
-		r->e->done = true;
+		e->done = true;
 		mr_buf_release(&r->out);
 		mr_buf_release(&r->err);
 	}
@@ -1342,18 +1358,20 @@ void mr_ssh_config_prefetch(struct mr_ssh_config *cfg, const char *const *dests,
 		memset(runs, 0, sizeof(runs));
 		for (; i < n && k < SSH_G_PARALLEL; i++) {
 			struct meshrun_err e = MESHRUN_ERR_INIT;
+			ssize_t idx;
 
 			if (mr_ssh_dest_split(dests[i], NULL, NULL, &e) < 0 || g_find(cfg, dests[i]))
 				continue; /* the lookup reports a bad destination */
-			runs[k].e = g_add(cfg, dests[i]);
-			if (!runs[k].e) {
+			idx = g_add(cfg, dests[i]);
+			if (idx < 0) {
 				i = n; /* out of memory: the lookups try one by one */
 				break;
 			}
+			runs[k].e = (size_t)idx;
 			g_start(cfg, &runs[k]);
 			k++;
 		}
-		g_collect(runs, k);
+		g_collect(cfg, runs, k);
 	}
 }
 

@@ -120,6 +120,9 @@ struct conn {
 	bool was_idle;                /* READY before this batch: may be stale */
 	bool retried;
 	struct job *head, *tail;
+	unsigned unlinks;             /* jobs unlinked so far: a walk of the list that
+				       * steps jobs restarts when it changes (a step
+				       * may free another job, e.g. take_spare's spare) */
 	struct job *opener, *owner, *watchdog;
 	int nchan, chan_cap;
 	bool cap_known;

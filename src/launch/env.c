@@ -61,6 +61,49 @@ int mr_launch_env_add(struct mr_strvec *env, const char *kv, const char *where,
 	return rc;
 }
 
+/* A per-job variable of meshrun's (envmap.h: meshrun sets it), never passed on. */
+static bool set_per_job(const char *name, size_t n)
+{
+	static const struct {
+		const char *name, *set_by;
+	} vars[] = {
+#define ENV_SET_BY(name, set_by, read_by, value, meaning) { #name, set_by },
+		MESHRUN_ENV_MAP(ENV_SET_BY)
+#undef ENV_SET_BY
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
+		if (*vars[i].set_by && strlen(vars[i].name) == n && !strncmp(vars[i].name, name, n))
+			return true;
+	return false;
+}
+
+bool mr_launch_env_inherited(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	char name[128];
+
+	if (!eq || strncmp(kv, "MESHRUN_", 8) || (size_t)(eq - kv) >= sizeof(name))
+		return false;
+	memcpy(name, kv, (size_t)(eq - kv));
+	name[eq - kv] = '\0';
+	/* a name no shell could export is none of ours: skipped, not an error */
+	return mr_is_env_name(name) && !set_per_job(kv, (size_t)(eq - kv));
+}
+
+int mr_launch_env_inherit(char *const *environ_, struct mr_strvec *env, struct meshrun_err *err)
+{
+	for (size_t i = 0; environ_ && environ_[i]; i++) {
+		int rc;
+
+		if (!mr_launch_env_inherited(environ_[i]))
+			continue;
+		if ((rc = mr_launch_env_add(env, environ_[i], "meshrun's environment", err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
 static const char *host_ip0(const struct mr_host *h)
 {
 	return h->ips.nr ? h->ips.v[0] : NULL;

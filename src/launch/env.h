@@ -3,8 +3,9 @@
  * it (the reader is coll/env.h; both name the variables through common/envmap.h).
  * Pure: no I/O, no processes; unit-tested in tests/unit/test_launch_env.c.
  *
- * Every rank gets the user's variables (the hostfile's "envs", then --env, a
- * later name replacing an earlier one), then the backend's:
+ * Every rank gets the user's variables (meshrun's own MESHRUN_* settings, then
+ * the hostfile's "envs", then --env, a later name replacing an earlier one),
+ * then the backend's:
  *
  *   all but mpi  MLX_RANK=<rank>, MESHRUN_JOB_TOKEN=<token> (libmeshrun's hello)
  *   ring         MLX_HOSTFILE=<file>: json.dumps of one list per rank of "ip:port",
@@ -97,6 +98,18 @@ struct mr_launch_env {
  */
 int mr_launch_env_add(struct mr_strvec *env, const char *kv, const char *where,
 		      struct meshrun_err *err);
+
+/*
+ * meshrun's own settings for the ranks: kv ("NAME=VALUE", from meshrun's
+ * environment) is passed on when NAME starts with MESHRUN_ and is none of the
+ * variables meshrun sets per job (envmap.h: MESHRUN_JOB_TOKEN,
+ * MESHRUN_HOSTFILE, MESHRUN_MESH_HOSTFILE), so MESHRUN_TIMEOUT=10 meshrun ...
+ * reaches remote ranks as local ones (which inherit everything). The
+ * hostfile's envs and --env come after, so they win (docs/contracts.md).
+ */
+bool mr_launch_env_inherited(const char *kv);
+/* Append (mr_launch_env_add) every variable of environ_ that passes. */
+int mr_launch_env_inherit(char *const *environ_, struct mr_strvec *env, struct meshrun_err *err);
 
 /*
  * Build the environment for every rank of hf (one rank per host entry: -n has

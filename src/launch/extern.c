@@ -151,22 +151,28 @@ const char *mr_launch_mpi_root_refusal(bool root, const char *version_out,
 	       "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (as containers in CI do)";
 }
 
-int mr_launch_mpi_ssh_arg(const char *ssh_config, const struct mr_strvec *mpi_args,
-			  const char *env_value, struct mr_strvec *out, struct meshrun_err *err)
+int mr_launch_mpi_ssh_arg(const char *ssh_config, const char *known_hosts, bool accept_new,
+			  const struct mr_strvec *mpi_args, const char *env_value, struct mr_strvec *out,
+			  struct meshrun_err *err)
 {
+	const char *paths[] = { ssh_config && *ssh_config ? ssh_config : NULL,
+				known_hosts && *known_hosts ? known_hosts : NULL };
 	struct mr_buf word = MR_BUF_INIT, arg = MR_BUF_INIT;
 	int rc = 1;
 
-	if (!ssh_config || !*ssh_config || env_value)
+	if ((!paths[0] && !paths[1] && !accept_new) || env_value)
 		return 0;
 	for (size_t i = 0; mpi_args && i < mpi_args->nr; i++)
 		if (strstr(mpi_args->v[i], "plm_rsh_args"))
 			return 0;
-	if (strpbrk(ssh_config, " \t\n\r\v\f"))
-		return mr_err_set(err, MESHRUN_E_USAGE,
-				  "ssh config '%s': mpirun hands it to ssh in plm_rsh_args, which Open MPI splits at whitespace; use a path without whitespace",
-				  ssh_config);
-	if (mr_buf_printf(&word, "-F %s", ssh_config) < 0 ||
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+		if (paths[i] && strpbrk(paths[i], " \t\n\r\v\f"))
+			return mr_err_set(err, MESHRUN_E_USAGE,
+					  "%s '%s': mpirun hands it to ssh in plm_rsh_args, which Open MPI splits at whitespace; use a path without whitespace",
+					  i ? "known_hosts file" : "ssh config", paths[i]);
+	if ((paths[0] && mr_buf_printf(&word, "-F %s", paths[0]) < 0) ||
+	    (paths[1] && mr_buf_printf(&word, "%s-o UserKnownHostsFile=%s", word.len ? " " : "", paths[1]) < 0) ||
+	    (accept_new && mr_buf_printf(&word, "%s-o StrictHostKeyChecking=accept-new", word.len ? " " : "") < 0) ||
 	    mr_buf_puts(&arg, "--mca plm_rsh_args ") < 0 || mr_shquote(&arg, mr_buf_cstr(&word)) < 0 ||
 	    mr_strvec_push(out, mr_buf_cstr(&arg)) < 0)
 		rc = nomem(err);
@@ -313,9 +319,10 @@ static int mpirun_argv(struct xjob *x, struct mr_hal *hal, const char *mpirun,
 		}
 	}
 	if (!x->plan->all_local) {
-		const char *cfg = o->ssh_config ? o->ssh_config : getenv("MESHRUN_SSH_CONFIG");
+		const char *cfg = o->ssh.config ? o->ssh.config : getenv("MESHRUN_SSH_CONFIG");
 
-		rc = mr_launch_mpi_ssh_arg(cfg, &o->mpi_args, getenv("OMPI_MCA_plm_rsh_args"), &margs, err);
+		rc = mr_launch_mpi_ssh_arg(cfg, o->ssh.known_hosts, o->ssh.accept_new_hostkeys, &o->mpi_args,
+					   getenv("OMPI_MCA_plm_rsh_args"), &margs, err);
 		if (rc < 0)
 			goto out;
 	}

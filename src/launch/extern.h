@@ -39,9 +39,11 @@
  *     meshsim's namespaces, which share this machine's filesystem).
  *   The directory is removed when the job ends.
  *
- * --ssh-config (or $MESHRUN_SSH_CONFIG) with remote hosts under mpirun becomes
- * "--mca plm_rsh_args '-F FILE'" (mr_launch_mpi_ssh_arg), so that mpirun's ssh
- * reaches the hosts the same way meshrun's own launcher would.
+ * --ssh-config (or $MESHRUN_SSH_CONFIG), --known-hosts and --accept-new-hostkeys
+ * with remote hosts under mpirun become "--mca plm_rsh_args '-F FILE -o
+ * UserKnownHostsFile=KH -o StrictHostKeyChecking=accept-new'"
+ * (mr_launch_mpi_ssh_arg), so that mpirun's ssh reaches the hosts the same way
+ * meshrun's own launcher would.
  *
  * --backend mpi: when a host gets more ranks than this machine has CPUs (we
  * assume the hosts alike), "--mca mpi_yield_when_idle 1" is added unless the
@@ -122,17 +124,21 @@ const char *mr_launch_mpi_root_refusal(bool root, const char *version_out,
 /*
  * --ssh-config under mpirun: Open MPI starts its daemons (orted) with OpenSSH's
  * ssh (plm_rsh), which reads ~/.ssh/config, not the file meshrun was given. When
- * ssh_config is not NULL (the caller passes --ssh-config, else
- * $MESHRUN_SSH_CONFIG, and NULL when every host is local) and neither mpi_args
- * (the --mpi-arg strings) nor env_value (the value of OMPI_MCA_plm_rsh_args, or
- * NULL) sets plm_rsh_args, one --mpi-arg string is appended to out:
- *   --mca plm_rsh_args '-F FILE'     (FILE shell-quoted; mr_launch_mpi_argv splits it)
- * Returns 1 when it was appended, 0 when not needed. Open MPI splits
- * plm_rsh_args at whitespace, so a FILE containing whitespace is MESHRUN_E_USAGE
- * naming the file; MESHRUN_E_NOMEM on allocation failure.
+ * When there is something to pass (ssh_config: --ssh-config, else
+ * $MESHRUN_SSH_CONFIG, NULL when every host is local; known_hosts:
+ * --known-hosts; accept_new: --accept-new-hostkeys; NULL/"" and false: nothing)
+ * and neither mpi_args (the --mpi-arg strings) nor env_value (the value of
+ * OMPI_MCA_plm_rsh_args, or NULL) sets plm_rsh_args, one --mpi-arg string is
+ * appended to out (the ssh options shell-quoted as one word; mr_launch_mpi_argv
+ * splits it):
+ *   --mca plm_rsh_args '-F FILE -o UserKnownHostsFile=KH -o StrictHostKeyChecking=accept-new'
+ * with only the parts given. Returns 1 when it was appended, 0 when not needed.
+ * Open MPI splits plm_rsh_args at whitespace, so a path containing whitespace
+ * is MESHRUN_E_USAGE naming it; MESHRUN_E_NOMEM on allocation failure.
  */
-int mr_launch_mpi_ssh_arg(const char *ssh_config, const struct mr_strvec *mpi_args,
-			  const char *env_value, struct mr_strvec *out, struct meshrun_err *err);
+int mr_launch_mpi_ssh_arg(const char *ssh_config, const char *known_hosts, bool accept_new,
+			  const struct mr_strvec *mpi_args, const char *env_value, struct mr_strvec *out,
+			  struct meshrun_err *err);
 
 /* Run the job under srun/mpirun (plan->launcher); returns the exit code (launch.h). */
 int mr_launch_run_extern(const struct mr_launch_opts *o, struct mr_launch_plan *plan);

@@ -10,10 +10,12 @@
  *   main.c       the program: parse, plan, run, exit code
  *   run.c        one job from plan to exit code over the hal (mr_launch_run)
  *   plan.c       the job plan: hosts, backend, environment, command, token
+ *   hosts.c      the address of a host given by name (mr_launch_host_addrs)
  *   extern.c     srun / mpirun as the launcher (extern.h)
  *   supervise.c  the poll loop over the ranks: output, stdin, signals (supervise.h)
  *   env.c        the ranks' environment per backend, the MLX contract (env.h)
  *   opts.c       the option table: parsing, --help, the docs
+ *   hints.h      what meshrun tells the user to do next (checked against the table)
  *
  * Exit codes (the contract in --help and docs/):
  *   0    every rank exited 0
@@ -34,6 +36,7 @@
 #include "common/compat.h"
 #include "common/strvec.h"
 #include "hal/hal.h"
+#include "hal/ssh_opts.h"
 #include "hostfile/hostfile.h"
 #include "launch/env.h"
 #include "launch/extern.h"
@@ -65,9 +68,7 @@ struct mr_launch_opts {
 	bool tag_output;            /* --tag-output */
 	const char *stdin_mode;     /* --stdin all|0|none */
 	int64_t timeout_ms;         /* --timeout (0: none) */
-	const char *ssh_config;     /* --ssh-config */
-	const char *ssh;            /* --ssh auto|libssh2|openssh (NULL: $MESHRUN_SSH, else auto) */
-	const char *persist;        /* --persist DURATION|stop (NULL: $MESHRUN_SSH_PERSIST) */
+	struct mr_ssh_opts ssh;     /* --ssh-config, --ssh, --persist, --known-hosts, ... */
 	const char *launcher;       /* --launcher auto|meshrun|srun|mpirun (NULL: auto) */
 	const char *shared_dir;     /* --shared-dir: job files under srun/mpirun (extern.h) */
 	struct mr_strvec command;   /* what follows the options or "--" */
@@ -84,8 +85,8 @@ struct mr_launch_plan {
 	bool all_local;              /* every host is 127.0.0.1/localhost/::1 */
 	enum mr_launcher launcher;   /* who starts the ranks (extern.h) */
 	char mpi_libname[PATH_MAX];  /* --mpi-impl meshrun: libmeshrun-mpi's path; "" otherwise */
-	enum mr_hal_ssh ssh;         /* which ssh remote hosts get (--ssh, $MESHRUN_SSH) */
-	int64_t persist_ms;          /* --persist: keep connections this long (0: no) */
+	struct mr_hal_opts ho;       /* the ssh part of the hal's options (mr_ssh_opts_apply) */
+	struct mr_buf addr_note;     /* a host without a ring address (mr_launch_host_addrs) */
 };
 
 void mr_launch_opts_init(struct mr_launch_opts *o);
@@ -108,6 +109,17 @@ int mr_launch_print_python(const struct mr_launch_opts *o, FILE *out, FILE *how)
 int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		   struct meshrun_err *err);
 void mr_launch_plan_release(struct mr_launch_plan *plan);
+
+/*
+ * Give every host of hf without "ips" (an ssh name from --hosts, a hostfile's
+ * "ips": []) the address ssh reaches it at (hosts.c: 127.0.0.1 when all_local,
+ * else ssh_config's HostName through `ssh -G`, else the name's address here);
+ * a name that resolves to nothing keeps its name, and note (replaced) says so
+ * with what to do, for the caller to print once the hosts were reached. Never
+ * fails a job for it: 0, or MESHRUN_E_NOMEM. ssh_config: --ssh-config (may be NULL).
+ */
+int mr_launch_host_addrs(struct mr_hostfile *hf, bool all_local, const char *ssh_config,
+			 struct mr_buf *note, struct meshrun_err *err);
 
 /*
  * The check before launch, run on every remote host as

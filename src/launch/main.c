@@ -47,10 +47,13 @@ int main(int argc, char **argv)
 		mr_launch_opts_release(&o);
 		return rc;
 	}
-	if (rc == MR_OPT_OK && o.persist && !strcmp(o.persist, "stop")) {
-		struct mr_hal_opts ho = { .ssh_config = o.ssh_config };
+	if (rc == MR_OPT_OK && mr_ssh_opts_wants_stop(&o.ssh)) {
+		struct mr_hal_opts ho = { 0 };
+		bool stop;
 
-		rc = mr_hal_persist_stop(&ho, &err);
+		rc = mr_ssh_opts_apply(&o.ssh, &ho, &stop, &err);
+		if (rc == 0)
+			rc = mr_hal_persist_stop(&ho, &err);
 		if (rc < 0)
 			fprintf(stderr, "meshrun: --persist stop: %s\n", err.msg);
 		else

@@ -13,27 +13,22 @@
 	{                                                                                       \
 		MR_OPT_GROUP("Hosts"),                                                          \
 		MR_OPT_STRING_D(0, "hosts", &(o)->hosts, "LIST", "127.0.0.1",                   \
-				"comma-separated hosts (an IP address is also the ring address)"), \
+				"comma-separated hosts: ssh names or IP addresses (the ring connects to the address, or to the one ssh reaches the name at)"), \
 		MR_OPT_STRING(0, "hostfile", &(o)->hostfile, "FILE",                            \
-			      "MLX hostfile (JSON, list or object form); wins over --hosts"),                      \
+			      "MLX hostfile (JSON, list or object form); wins over --hosts"),   \
 		MR_OPT_INT_D('n', "repeat-hosts", &(o)->repeat, "N", 1, 65536, "1",             \
 			     "repeat each host of --hosts N times (ranks per host)"),           \
-		MR_OPT_STRING(0, "ssh-config", &(o)->ssh_config, "FILE",                        \
-			      "ssh_config for remote hosts (default ~/.ssh/config)"),           \
-		MR_OPT_CHOICE(0, "ssh", &(o)->ssh, "auto|libssh2|openssh",                      \
-			      "how remote hosts are reached (default $MESHRUN_SSH, else auto: libssh2, or the OpenSSH client with a control master for a host whose ssh_config needs it, e.g. PKCS11Provider or a FIDO key)"), \
-		MR_OPT_STRING(0, "persist", &(o)->persist, "DURATION|stop",                      \
-			      "keep ssh connections in a per-user background process for DURATION after the last use (10m, 90s, 1h; default $MESHRUN_SSH_PERSIST), so the next meshrun or meshconfig reaches the hosts without a handshake; 'stop' ends that process (no command needed)"), \
 		MR_OPT_CHOICE(0, "launcher", &(o)->launcher, "auto|meshrun|srun|mpirun",        \
-			      "who starts the ranks (default auto: srun when SLURM_JOB_ID is set, mpirun for --backend mpi, else meshrun)"), \
+			      "who starts the ranks (default: auto: srun when SLURM_JOB_ID is set, mpirun for --backend mpi, else meshrun)"), \
 		MR_OPT_STRING(0, "shared-dir", &(o)->shared_dir, "DIR",                         \
-			      "srun/mpirun with remote hosts: job files go here, a path every host sees (default $MESHRUN_SHARED_DIR, else the working directory)"), \
+			      "srun/mpirun with remote hosts: job files go here, a path every host sees (default: $MESHRUN_SHARED_DIR, else the working directory)"), \
+		MR_SSH_OPTS(&(o)->ssh),                                                         \
 		MR_OPT_GROUP("Backend and environment"),                                        \
 		MR_OPT_CHOICE(0, "backend", &(o)->backend, "ring|mesh|jaccl|jaccl-ring|nccl|mpi", \
 			      "distributed backend (default: the hostfile's, else nccl with a GPU, else ring; " \
 			      "a ring hostfile whose hosts all have mesh_ips (a full mesh) runs mesh)"), \
 		MR_OPT_LIST(0, "env", &(o)->envs, "K=V",                                        \
-			    "set a variable on every rank (repeatable; after the hostfile's envs)"), \
+			    "set a variable on every rank, NAME=VALUE (repeatable; wins over the hostfile's envs and meshrun's own MESHRUN_* variables, which every rank gets)"), \
 		MR_OPT_INT_D('p', "starting-port", &(o)->starting_port, "PORT", 1, 65535,       \
 			     "32323", "ring: first port, +1 per IP and connection; jaccl: coordinator port"), \
 		MR_OPT_INT_D(0, "connections-per-ip", &(o)->connections_per_ip, "N", 1, 1024,   \
@@ -59,7 +54,7 @@
 		MR_OPT_CHOICE(0, "stdin", &(o)->stdin_mode, "all|0|none",                       \
 			      "send our stdin to every rank, to rank 0, or to none (default: all)"), \
 		MR_OPT_DURATION(0, "timeout", &(o)->timeout_ms, "SECS",                         \
-				"stop every rank after SECS and exit 124"),                     \
+				"stop every rank after SECS and exit 124 (0: no limit, the default)"), \
 		MR_OPT_BOOL(0, "verbose", &(o)->verbose,                                        \
 			    "say what meshrun does; MLX_RING_VERBOSE / NCCL_DEBUG on the ranks"), \
 		MR_OPT_END(),                                                                   \
@@ -113,7 +108,7 @@ int mr_launch_parse(int argc, char **argv, struct mr_launch_opts *o, struct mesh
 	rc = mr_opt_parse(opts, argc, argv, MR_OPT_STOP_AT_NONOPT, NULL, &o->command, err);
 	if (rc != MR_OPT_OK)
 		return rc;
-	if (!o->command.nr && !o->print_python && !(o->persist && !strcmp(o->persist, "stop")))
+	if (!o->command.nr && !o->print_python && !mr_ssh_opts_wants_stop(&o->ssh))
 		return mr_err_set(err, MESHRUN_E_USAGE, "no command given (meshrun [options] -- COMMAND)");
 	return MR_OPT_OK;
 }

@@ -6,6 +6,7 @@
  */
 #include "common/compat.h"
 #include "launch/launch.h"
+#include "launch/hints.h"
 #include "hal/hal.h"
 #include "common/err.h"
 #include "common/fdio.h"
@@ -135,6 +136,31 @@ out:
 	return rc;
 }
 
+/*
+ * A file that is neither executable nor a .py runs with python3 (MLX 0.31's
+ * rule, kept): said, not silent, and refused when its #! line names another
+ * interpreter (an `echo hi` script would end in a Python SyntaxError).
+ */
+static int check_not_executable(const char *path, struct meshrun_err *err)
+{
+	char line[256] = "";
+	FILE *f = fopen(path, "r");
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	line[strcspn(line, "\r\n")] = '\0';
+	if (!strncmp(line, "#!", 2) && !strstr(line, "python"))
+		return mr_err_set(err, MESHRUN_E_USAGE,
+				  "'%s' is not executable, and its first line '%.100s' names no Python, which "
+				  "meshrun would run it with: " MR_HINT_NOT_EXECUTABLE, path, line);
+	mr_warn("'%s' is not executable and not a .py: running it with python3 (as mlx.launch 0.31); %s",
+		path, MR_HINT_NOT_EXECUTABLE);
+	return 0;
+}
+
 /* Resolve the command's first word as mlx.launch does (see usage_trailer):
  * --python goes in front of every command (MLX 0.32); without it a .py or a
  * non-executable file runs with python3 (MLX 0.31, kept: see docs/migration.md). */
@@ -155,6 +181,10 @@ static int resolve_command(const struct mr_launch_opts *o, struct mr_strvec *arg
 
 		if (!abs)
 			return mr_err_sys(err, "realpath '%s'", cmd0);
+		if (py && !(n > 3 && !strcmp(cmd0 + n - 3, ".py")) && (rc = check_not_executable(cmd0, err)) < 0) {
+			free(abs);
+			return rc;
+		}
 		if ((py && mr_strvec_push(argv, mr_launch_python(o, pybuf, sizeof(pybuf))) < 0) ||
 		    mr_strvec_push(argv, abs) < 0)
 			rc = nomem(err);
@@ -246,12 +276,9 @@ static int need_rdma_matrix(const struct mr_launch_opts *o, const struct mr_laun
 	if (!o->hostfile)
 		return mr_err_set(err, MESHRUN_E_USAGE,
 				  "--backend %s needs a hostfile with an rdma matrix (--hosts and -n give "
-				  "none): make one with 'meshconfig --backend %s --hosts H1,H2,... "
-				  "--output-hostfile hosts.json', then 'meshrun --hostfile hosts.json'",
-				  b, b);
+				  "none): " MR_HINT_RDMA_FROM_LIST, b, b);
 	return mr_err_set(err, MESHRUN_E_USAGE,
-			  "%s: no host has an rdma matrix, which --backend %s needs: make the hostfile "
-			  "with 'meshconfig --backend %s --hostfile %s --output-hostfile NEW.json'",
+			  "%s: no host has an rdma matrix, which --backend %s needs: " MR_HINT_RDMA_FROM_FILE,
 			  o->hostfile, b, b, o->hostfile);
 }
 
@@ -370,22 +397,15 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	}
 	if (shim)
 		find_mpi_shim(o->self, plan->mpi_libname, sizeof(plan->mpi_libname));
-	if ((rc = mr_hal_ssh_pick(o->ssh, &plan->ssh, err)) < 0)
+	/* stop NULL: MESHRUN_SSH_PERSIST=stop is an error, --persist stop is main.c's */
+	if ((rc = mr_ssh_opts_apply(&o->ssh, &plan->ho, NULL, err)) < 0)
 		goto out_release;
-	{
-		bool stop;
-
-		if ((rc = mr_hal_persist_pick(o->persist, &plan->persist_ms, &stop, err)) < 0)
-			goto out_release;
-		if (stop) { /* from $MESHRUN_SSH_PERSIST: --persist stop is main.c's */
-			rc = mr_err_set(err, MESHRUN_E_USAGE, "MESHRUN_SSH_PERSIST=stop: only 'meshrun --persist stop' ends the daemon");
-			goto out_release;
-		}
-	}
 	plan->stdin_mode = !strcmp(o->stdin_mode, "0")	  ? MR_STDIN_RANK0
 			   : !strcmp(o->stdin_mode, "none") ? MR_STDIN_NONE
 							    : MR_STDIN_ALL;
 
+	if ((rc = mr_launch_env_inherit(mr_environ(), &plan->envs, err)) < 0)
+		goto out_release;
 	for (size_t i = 0; i < plan->hf->envs.nr; i++) {
 		char where[PATH_MAX + 32];
 
@@ -393,9 +413,17 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		if ((rc = mr_launch_env_add(&plan->envs, plan->hf->envs.v[i], where, err)) < 0)
 			goto out_release;
 	}
-	for (size_t i = 0; i < o->envs.nr; i++)
+	for (size_t i = 0; i < o->envs.nr; i++) {
+		/* as meshconfig's --env (MLX would set NAME to "" without a word) */
+		if (!strchr(o->envs.v[i], '=')) {
+			rc = mr_err_set(err, MESHRUN_E_USAGE,
+					"invalid value '%s' for '--env': expected NAME=VALUE ('%s=' for an empty value)",
+					o->envs.v[i], o->envs.v[i]);
+			goto out_release;
+		}
 		if ((rc = mr_launch_env_add(&plan->envs, o->envs.v[i], "--env", err)) < 0)
 			goto out_release;
+	}
 
 	if ((rc = add_terminal_size(&plan->envs, err)) < 0)
 		goto out_release;
@@ -403,6 +431,10 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		goto out_release;
 	make_token(plan->token);
 
+	/* every backend but Open MPI's reaches its peers by the hosts' addresses */
+	if ((plan->backend != MR_BACKEND_MPI || shim) &&
+	    (rc = mr_launch_host_addrs(plan->hf, plan->all_local, o->ssh.config, &plan->addr_note, err)) < 0)
+		goto out_release;
 	eo.backend = plan->backend;
 	eo.starting_port = o->starting_port;
 	eo.connections_per_ip = o->connections_per_ip;
@@ -428,4 +460,5 @@ void mr_launch_plan_release(struct mr_launch_plan *plan)
 	mr_strvec_release(&plan->envs);
 	mr_strvec_release(&plan->argv);
 	mr_launch_env_release(&plan->env);
+	mr_buf_release(&plan->addr_note);
 }

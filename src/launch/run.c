@@ -7,10 +7,12 @@
  */
 #include "common/compat.h"
 #include "launch/launch.h"
+#include "launch/hints.h"
 #include "launch/supervise.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/hostfold.h"
 #include "common/log.h"
 #include "common/num.h"
 #include "common/port.h"
@@ -64,13 +66,14 @@ const char mr_launch_setup_script[] =
 	 * that no file of ours lands in a directory a stopped host keeps unmarked,
 	 * wait for the mark (first 2 ms: the watchdog's mkdir is usually about to
 	 * end); after about a second (no watchdog there) make it here.
-	 * Taken if there (no exec of mkdir): ours, no link; the second mkdir only
-	 * says why not */
+	 * Taken if there (no exec of mkdir): ours, no link; also when our mkdir
+	 * fails because a watchdog slower than our wait made it meanwhile (a
+	 * loaded host); the last mkdir only says why not */
 	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0; s=0.002\n"
 	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
 	"      sleep $s; s=0.01; i=$((i + 1)); done\n"
-	"    { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; } || mkdir -m 700 \"$d\" 2>/dev/null ||\n"
-	"      { mkdir -m 700 \"$d\"; exit 4; }\n"
+	"    ours() { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; }\n"
+	"    ours || mkdir -m 700 \"$d\" 2>/dev/null || ours || { mkdir -m 700 \"$d\"; exit 4; }\n"
 	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
 	/* a failed write (a full disk) takes the directory with it: meshrun hears of none */
 	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" ||\n"
@@ -103,6 +106,7 @@ struct job {
 	size_t *host_of; /* rank -> index in hosts */
 	char cwd[PATH_MAX];
 	int64_t deadline_ms; /* --timeout from our start (0: none) */
+	struct mr_strvec report; /* the failed hosts' lines under the error (hostfold.h) */
 };
 
 /*
@@ -159,11 +163,8 @@ static int distinct_hosts(struct job *j)
 
 static int new_hal(struct job *j, struct meshrun_err *err)
 {
-	struct mr_hal_opts ho = { 0 };
+	struct mr_hal_opts ho = j->plan->ho;
 
-	ho.ssh_config = j->o->ssh_config;
-	ho.ssh = j->plan->ssh;
-	ho.persist_ms = j->plan->persist_ms;
 	ho.batch = true;
 	/* within --timeout (ssh_config's ConnectTimeout still wins, as ssh's own) */
 	if (j->deadline_ms > 0)
@@ -221,6 +222,17 @@ static void setup_done(struct mr_hal_cmd *c, void *ctx)
 	guard_dir(sr->j, h, true); /* inside the run: guard_dirs says a failure */
 }
 
+/* meshconfig doctor's host option and its value for this job's hosts */
+static const char *doctor_opt(const struct mr_launch_opts *o)
+{
+	return o->hostfile ? "--hostfile" : "--hosts";
+}
+
+static const char *doctor_arg(const struct mr_launch_opts *o)
+{
+	return o->hostfile ? o->hostfile : o->hosts ? o->hosts : "127.0.0.1";
+}
+
 /* Reachability, then the setup command on every host; one error lists them all. */
 static int prepare_hosts(struct job *j, struct meshrun_err *err)
 {
@@ -230,8 +242,10 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 	struct mr_hal_cmd *cmds = calloc(j->nhosts, sizeof(*cmds));
 	struct mr_strvec argv = MR_STRVEC_INIT;
 	char **av = NULL;
-	struct mr_buf report = MR_BUF_INIT;
+	struct mr_hostfold fold = MR_HOSTFOLD_INIT;
 	size_t nbad = 0;
+	bool full = false; /* a host could not write the job's files (exit 4) */
+	enum { DOCTOR_NONE, DOCTOR_REACH, DOCTOR_DISK } doctor = DOCTOR_NONE;
 	int rc = 0;
 
 	if (!errs || !names || !cmds) {
@@ -241,21 +255,16 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 	for (size_t k = 0; k < j->nhosts; k++)
 		names[k] = j->hosts[k].name;
 	if (mr_hal_connect(j->hal, names, j->nhosts, errs) > 0) {
+		/* every host in full (a long list folded), what to check once per kind */
 		for (size_t k = 0; k < j->nhosts; k++)
-			if (errs[k].code)
-				mr_buf_printf(&report, "\n  %s: %s", names[k], errs[k].msg), nbad++;
-		/* what to check, once per kind of failure */
-		for (size_t k = 0; k < j->nhosts; k++) {
-			const char *hint = mr_hal_err_hint(&errs[k]);
-			bool seen = false;
-
-			for (size_t m = 0; hint && m < k; m++)
-				seen |= mr_hal_err_hint(&errs[m]) == hint;
-			if (hint && !seen)
-				mr_buf_printf(&report, "\n  hint: %s", hint);
-		}
-		rc = mr_err_set(err, MESHRUN_E_CONNECT, "cannot reach %zu of %zu host%s:%s", nbad,
-				j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
+			if (errs[k].code && (nbad++, mr_hostfold_add(&fold, names[k], errs[k].msg,
+								     mr_hal_err_hint(&errs[k]))) < 0) {
+				rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+				goto out;
+			}
+		rc = mr_err_set(err, MESHRUN_E_CONNECT, "cannot reach %zu of %zu host%s:", nbad,
+				j->nhosts, j->nhosts == 1 ? "" : "s");
+		doctor = DOCTOR_REACH;
 		goto out;
 	}
 
@@ -326,13 +335,28 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 				 mr_hal_cmd_describe(c, d, sizeof(d)), c->errout.len ? ": " : "",
 				 mr_buf_cstr(&c->errout));
 		}
-		mr_buf_printf(&report, "\n  %s: %s", names[k], why);
+		if (mr_hostfold_add(&fold, names[k], why, c->hal_rc < 0 ? mr_hal_err_hint(&c->err) : NULL) < 0) {
+			rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+			goto out;
+		}
 		nbad++;
+		full |= c->hal_rc == 0 && c->status == 4;
 	}
+	if (full)
+		doctor = DOCTOR_DISK;
 	if (nbad)
-		rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "checks before launch failed on %zu of %zu host%s:%s",
-				nbad, j->nhosts, j->nhosts == 1 ? "" : "s", mr_buf_cstr(&report));
+		rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "checks before launch failed on %zu of %zu host%s:",
+				nbad, j->nhosts, j->nhosts == 1 ? "" : "s");
 out:
+	if (fold.n && mr_hostfold_render(&fold, j->o->verbose, "--verbose", "", &j->report) < 0)
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	/* after the hal's hints: the check that would have named the cause */
+	if ((doctor == DOCTOR_REACH &&
+	     mr_strvec_pushf(&j->report, "hint: " MR_HINT_DOCTOR_REACH, doctor_opt(j->o), doctor_arg(j->o)) < 0) ||
+	    (doctor == DOCTOR_DISK &&
+	     mr_strvec_pushf(&j->report, "hint: " MR_HINT_DOCTOR_DISK, doctor_opt(j->o), doctor_arg(j->o)) < 0))
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
+	mr_hostfold_release(&fold);
 	for (size_t k = 0; cmds && k < j->nhosts; k++)
 		mr_hal_cmd_release(&cmds[k]);
 	free(cmds);
@@ -340,7 +364,6 @@ out:
 	free(names);
 	free(errs);
 	mr_strvec_release(&argv);
-	mr_buf_release(&report);
 	return rc;
 }
 
@@ -621,8 +644,11 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 		j.deadline_ms = mr_now_ms() + o->timeout_ms;
 	if (!getcwd(j.cwd, sizeof(j.cwd)))
 		j.cwd[0] = '\0';
-	if (plan->launcher != MR_LAUNCHER_MESHRUN)
+	if (plan->launcher != MR_LAUNCHER_MESHRUN) {
+		if (plan->addr_note.len)
+			mr_warn("%s", mr_buf_cstr(&plan->addr_note));
 		return mr_launch_run_extern(o, plan); /* srun or mpirun starts the ranks */
+	}
 	if (distinct_hosts(&j) < 0) {
 		mr_error("out of memory");
 		goto out;
@@ -630,9 +656,13 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 	if (new_hal(&j, &err) < 0 ||
 	    (plan->all_local ? prepare_local(&j, &err) : prepare_hosts(&j, &err)) < 0) {
 		mr_error("%s", err.msg);
+		for (size_t i = 0; i < j.report.nr; i++)
+			mr_error("  %s", j.report.v[i]);
 		goto out;
 	}
 	guard_dirs(&j);
+	if (plan->addr_note.len) /* the hosts are reached: only the ring's address is amiss */
+		mr_warn("%s", mr_buf_cstr(&plan->addr_note));
 	if (o->verbose)
 		log_plan(&j);
 	if (mr_sup_init(&sup, j.hal, plan->hf->nhosts, o->tag_output, plan->stdin_mode,
@@ -647,6 +677,10 @@ int mr_launch_run(const struct mr_launch_opts *o, struct mr_launch_plan *plan)
 		mr_sup_abort(&sup);
 	}
 	code = mr_sup_wait(&sup);
+	/* a rank's own failure (not a signal, --timeout or 127 "not found") in a
+	 * job whose ranks talk over the network between hosts */
+	if (code > 0 && code < 127 && j.nhosts > 1 && plan->backend != MR_BACKEND_MPI)
+		mr_warn("hint: " MR_HINT_DOCTOR_RANKS, doctor_opt(o), doctor_arg(o));
 	for (size_t r = 0; r < plan->hf->nhosts; r++)
 		if (sup.ranks[r].started && (!sup.ranks[r].done || sup.ranks[r].hal_rc < 0))
 			j.hosts[j.host_of[r]].lost = true;
@@ -663,5 +697,6 @@ out:
 		free(j.hosts[k].dir);
 	free(j.hosts);
 	free(j.host_of);
+	mr_strvec_release(&j.report);
 	return code;
 }

@@ -1,5 +1,6 @@
 #include "common/compat.h"
 #include "launch/supervise.h"
+#include "launch/hints.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
@@ -69,6 +70,9 @@ static void on_output(struct mr_sup *s, struct mr_sup_rank *r, int stream, const
 	const char *nl;
 	size_t whole;
 
+	if (stream == 1 && r->err_head.len < MR_SUP_ERR_HEAD) /* for the summary (a failed append: none) */
+		(void)mr_buf_append(&r->err_head, data, MR_MIN(len, MR_SUP_ERR_HEAD - r->err_head.len));
+
 	/* Fast path: nothing pending and the chunk ends a line. */
 	if (!part->len && len && data[len - 1] == '\n') {
 		emit_lines(s, r, stream, data, len);
@@ -130,6 +134,7 @@ static void signal_running(struct mr_sup *s, int sig)
 		if (!r->started || r->done)
 			continue;
 		r->stopped = true;
+		r->sent_kill |= sig == SIGKILL;
 		if (sig != SIGCONT)
 			trace(s, r, "stopping: %s sent", sig == SIGKILL ? "SIGKILL" : "SIGTERM");
 		(void)mr_proc_signal(r->proc, sig, NULL);
@@ -182,6 +187,8 @@ static void on_exit_cb(struct mr_proc *p, int hal_rc, int status, int sig,
 		return;
 	if (s->exit_code < 0) {
 		s->exit_code = hal_rc < 0 ? MR_LAUNCH_EXIT_FAIL : sig ? 128 + sig : status;
+		snprintf(s->stop_why, sizeof(s->stop_why), "after rank %zu (%s) failed", r->rank, r->host);
+		s->first_failed = r->rank;
 		if (s->nrunning)
 			mr_warn("rank %zu (%s) failed: stopping the other %zu rank%s", r->rank, r->host,
 				s->nrunning, s->nrunning == 1 ? "" : "s");
@@ -196,8 +203,10 @@ static void on_sigpipe_readable(int fd, void *ctx)
 	ssize_t n = read(fd, buf, sizeof(buf));
 
 	for (ssize_t i = 0; i < n; i++) {
-		if (s->exit_code < 0)
+		if (s->exit_code < 0) {
 			s->exit_code = 128 + buf[i];
+			snprintf(s->stop_why, sizeof(s->stop_why), "when meshrun got %s", strsignal(buf[i]));
+		}
 		mr_warn("got %s: stopping every rank%s", strsignal(buf[i]),
 			s->stopping ? " now (SIGKILL)" : "");
 		begin_stop(s);
@@ -325,8 +334,10 @@ int mr_sup_start(struct mr_sup *s, size_t rank, struct mr_spawn *sp, struct mesh
 
 void mr_sup_abort(struct mr_sup *s)
 {
-	if (s->exit_code < 0)
+	if (s->exit_code < 0) {
 		s->exit_code = MR_LAUNCH_EXIT_FAIL;
+		snprintf(s->stop_why, sizeof(s->stop_why), "after the launch failed");
+	}
 	begin_stop(s);
 }
 
@@ -360,26 +371,166 @@ static const char *unfinished(const struct mr_sup *s, char *buf, size_t len)
 	return buf;
 }
 
-static void summary(struct mr_sup *s)
+/* How a rank ended, as the summary tells it. */
+enum rank_end {
+	END_RUNNING, /* no exit status: still running when meshrun gave up */
+	END_LOST,    /* the connection went without an exit status */
+	END_OK,      /* exit status 0 */
+	END_FAILED,  /* a status or signal of its own */
+	END_STOPPED, /* ended by the TERM or KILL meshrun sent it */
+};
+
+static enum rank_end rank_end(const struct mr_sup_rank *r)
 {
+	/* a shell between us and the program reports its death by signal S as 128+S;
+	 * a KILL before ours (the grace) is someone else's */
+	int sig = r->signal ? r->signal : r->status > 128 ? r->status - 128 : 0;
+	bool ours = sig == SIGTERM || (sig == SIGKILL && r->sent_kill);
+
+	if (!r->done)
+		return END_RUNNING;
+	if (r->hal_rc < 0)
+		return END_LOST;
+	if (!r->signal && !r->status)
+		return END_OK;
+	return r->stopped && ours ? END_STOPPED : END_FAILED;
+}
+
+/* "exit status 127", "killed by signal 9 (Killed)" */
+static const char *describe_end(const struct mr_sup_rank *r, char *buf, size_t n)
+{
+	if (r->signal)
+		snprintf(buf, n, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
+	else
+		snprintf(buf, n, "exit status %d", r->status);
+	return buf;
+}
+
+/* The lines of rank r's first stderr, up to three, each cut at 200 bytes. */
+static void show_err_head(const struct mr_sup_rank *r)
+{
+	const char *p = r->err_head.p, *end = p + r->err_head.len;
+
+	if (!r->err_head.len)
+		return;
+	mr_error("rank %zu (%s)'s stderr began:", r->rank, r->host);
+	for (int k = 0; k < 3 && p < end; k++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+		mr_error("  | %.*s%s", (int)MR_MIN(len, (size_t)200), p, len > 200 ? "..." : "");
+		p += len + 1;
+	}
+}
+
+/* "0-2, 5": the ranks whose end is kind (and, for END_FAILED, like ref's). */
+static void rank_list(const struct mr_sup *s, enum rank_end kind, const struct mr_sup_rank *ref,
+		      char *buf, size_t n)
+{
+	size_t at = 0, i = 0;
+
+	buf[0] = '\0';
+	while (i < s->nranks && at < n) {
+		size_t j = i;
+
+#define IN_SET(k) (s->ranks[k].started && rank_end(&s->ranks[k]) == kind &&                        \
+		   (!ref || (s->ranks[k].signal == ref->signal && s->ranks[k].status == ref->status)))
+		if (!IN_SET(i)) {
+			i++;
+			continue;
+		}
+		while (j + 1 < s->nranks && IN_SET(j + 1))
+			j++;
+#undef IN_SET
+		at += (size_t)snprintf(buf + at, n - at, j > i ? "%s%zu-%zu" : "%s%zu", at ? ", " : "", i, j);
+		i = j + 1;
+	}
+	if (at >= n && n > 4)
+		memcpy(buf + n - 4, "...", 4);
+}
+
+/*
+ * Two or more ranks failed on their own, all the same way, and every other
+ * rank was stopped by meshrun (its TERM may well have come first: a missing
+ * library fails every rank within milliseconds): one line for them all, then
+ * the first lines of the stderr of the first of them that failed.
+ */
+static bool summary_same_way(const struct mr_sup *s)
+{
+	const struct mr_sup_rank *first = NULL;
+	size_t nfail = 0, nstop = 0, nstarted = 0;
+	char what[128], ranks[128], stopped[128];
+
 	for (size_t i = 0; i < s->nranks; i++) {
-		struct mr_sup_rank *r = &s->ranks[i];
+		const struct mr_sup_rank *r = &s->ranks[i];
 
 		if (!r->started)
 			continue;
-		if (!r->done)
+		nstarted++;
+		switch (rank_end(r)) {
+		case END_STOPPED:
+			nstop++;
+			continue;
+		case END_FAILED:
+			break;
+		default:
+			return false;
+		}
+		if (first && (r->signal != first->signal || r->status != first->status))
+			return false;
+		if (!first || r->rank == s->first_failed)
+			first = r;
+		nfail++;
+	}
+	if (nfail < 2)
+		return false;
+	describe_end(first, what, sizeof(what));
+	if (!nstop) {
+		mr_error("every rank (%zu of %zu) failed the same way: %s", nfail, nstarted, what);
+	} else {
+		rank_list(s, END_FAILED, first, ranks, sizeof(ranks));
+		rank_list(s, END_STOPPED, NULL, stopped, sizeof(stopped));
+		mr_error("%zu of %zu ranks failed the same way: %s (ranks %s); meshrun stopped rank%s %s %s",
+			 nfail, nstarted, what, ranks, nstop == 1 ? "" : "s", stopped, s->stop_why);
+	}
+	show_err_head(first);
+	if (!first->signal && first->status == 127)
+		mr_error("hint: " MR_HINT_EXIT_127);
+	return true;
+}
+
+static void summary(struct mr_sup *s)
+{
+	if (summary_same_way(s))
+		return;
+	for (size_t i = 0; i < s->nranks; i++) {
+		struct mr_sup_rank *r = &s->ranks[i];
+		char what[128];
+
+		if (!r->started)
+			continue;
+		switch (rank_end(r)) {
+		case END_RUNNING:
 			mr_error("rank %zu (%s): no exit status (still running when meshrun gave up)",
 				 r->rank, r->host);
-		else if (r->hal_rc < 0)
+			break;
+		case END_LOST:
 			mr_error("rank %zu (%s): %s", r->rank, r->host, r->errmsg);
-		else if (r->stopped && (r->signal || r->status))
-			mr_warn("rank %zu (%s): stopped by meshrun (%s %d)", r->rank, r->host,
-				r->signal ? "signal" : "exit status", r->signal ? r->signal : r->status);
-		else if (r->signal)
-			mr_error("rank %zu (%s): killed by signal %d (%s)", r->rank, r->host, r->signal,
-				 strsignal(r->signal));
-		else if (r->status)
-			mr_error("rank %zu (%s): exit status %d", r->rank, r->host, r->status);
+			break;
+		case END_OK:
+			break;
+		case END_STOPPED:
+			/* "(signal 15)" / "(exit status 143)": as before, scripts match it */
+			mr_warn("rank %zu (%s): stopped by meshrun (%s %d) %s", r->rank, r->host,
+				r->signal ? "signal" : "exit status", r->signal ? r->signal : r->status,
+				s->stop_why);
+			break;
+		case END_FAILED:
+			/* its own end, also when meshrun was stopping it (the TERM may have come late) */
+			mr_error("rank %zu (%s): %s%s%s", r->rank, r->host, describe_end(r, what, sizeof(what)),
+				 r->stopped ? ", as meshrun was stopping it " : "", r->stopped ? s->stop_why : "");
+			break;
+		}
 	}
 }
 
@@ -402,8 +553,10 @@ int mr_sup_wait(struct mr_sup *s)
 			char left[256];
 			mr_error("--timeout: the job ran past its time limit with %s still running: stopping every rank",
 				 unfinished(s, left, sizeof(left)));
-			if (s->exit_code < 0)
+			if (s->exit_code < 0) {
 				s->exit_code = MR_LAUNCH_EXIT_TIMEOUT;
+				snprintf(s->stop_why, sizeof(s->stop_why), "at --timeout");
+			}
 			begin_stop(s);
 		}
 		if (s->stopping && !s->killed && now >= s->kill_at)
@@ -448,6 +601,7 @@ void mr_sup_release(struct mr_sup *s)
 			mr_proc_release(r->proc);
 		mr_buf_release(&r->part[0]);
 		mr_buf_release(&r->part[1]);
+		mr_buf_release(&r->err_head);
 		free(r->host);
 	}
 	MR_FREE(s->ranks);

@@ -16,7 +16,15 @@
  *            MR_SUP_GRACE_MS; SIGINT/SIGTERM/SIGHUP to meshrun (through a
  *            self-pipe watched in the same loop) and --timeout do the same; a
  *            second signal sends SIGKILL at once.
- *   summary  one line per rank that failed on its own, and one per rank stopped.
+ *   summary  each rank's end as what it was: failed on its own (an exit status,
+ *            a signal that was not ours, a lost connection), or stopped by
+ *            meshrun (ended by the TERM, or the KILL after the grace, that it
+ *            sent; also as a shell's 128+signal status) with the reason (which rank failed first,
+ *            --timeout, a signal to meshrun); a rank that exited 0 says nothing.
+ *            When two or more ranks failed on their own, all the same way, and
+ *            meshrun stopped any other, one line says so instead, with the
+ *            first lines of the first failed one's stderr (MR_SUP_ERR_HEAD
+ *            bytes of each rank's are kept for it).
  *
  * The exit code follows launch.h. The supervisor installs signal handlers for
  * SIGINT, SIGTERM and SIGHUP in mr_sup_init() and restores them in
@@ -33,13 +41,17 @@
 
 #define MR_SUP_GRACE_MS 3000
 #define MR_SUP_MAX_LINE ((size_t)1 << 20)
+#define MR_SUP_ERR_HEAD 512 /* bytes of each rank's stderr kept for the summary */
 
 struct mr_sup_rank {
 	size_t rank;
 	char *host;
 	struct mr_proc *proc;
 	struct mr_buf part[2]; /* unterminated tail of stdout [0] and stderr [1] */
-	bool started, done, stopped, stdin_open;
+	struct mr_buf err_head; /* the first MR_SUP_ERR_HEAD bytes of its stderr */
+	bool started, done, stdin_open;
+	bool stopped;          /* meshrun signalled it while it ran (TERM, KILL) */
+	bool sent_kill;        /* ... with a KILL too (the grace was over) */
 	int hal_rc, status, signal;
 	char errmsg[MESHRUN_ERR_MSG_MAX];
 };
@@ -58,6 +70,8 @@ struct mr_sup {
 	int64_t give_up_at; /* stop waiting for exits after KILL, or -1 */
 	bool stopping, killed;
 	int exit_code;      /* -1 until something decides it */
+	char stop_why[128]; /* why every rank is being stopped ("after rank 2 (h3) failed") */
+	size_t first_failed; /* the rank that failed first (when stop_why says so) */
 	int sig_fd;         /* read end of the self-pipe */
 	bool out_broken[2]; /* EPIPE on our stdout / stderr: drop what follows */
 	struct mr_buf line; /* staging for the lines of one chunk */

@@ -60,10 +60,12 @@ int mr_topo_dot(const struct mr_topo_cluster *c, struct mr_buf *out, struct mesh
 	for (size_t k = 0; k < c->nonesided; k++) {
 		const struct mr_topo_cable *cb = &c->onesided[k];
 		const struct mr_topo_port *a = &c->hosts[cb->host[0]].ports[cb->port[0]];
+		const struct mr_topo_port *b = &c->hosts[cb->host[1]].ports[cb->port[1]];
 
+		/* both ends, as the warning names them (the reporting host knows the far port) */
 		if (mr_buf_printf(out,
-				  "  n%zu -- n%zu [label=\"%s/?\\nreported by %s only\", style=dashed, color=\"red\", fontcolor=\"red\"];\n",
-				  cb->host[0], cb->host[1], a->ifname, c->hosts[cb->host[0]].name) < 0)
+				  "  n%zu -- n%zu [label=\"%s/%s\\nreported by %s only\", style=dashed, color=\"red\", fontcolor=\"red\"];\n",
+				  cb->host[0], cb->host[1], a->ifname, b->ifname, c->hosts[cb->host[0]].name) < 0)
 			goto out_nomem;
 	}
 	if (mr_buf_puts(out, "}\n") < 0)

@@ -13,8 +13,11 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
+#include "common/err.h"
 #include "common/fdio.h"
+#include "common/xalloc.h"
 #include "config/config.h"
+#include "config/boot.h"
 #include "config/config_impl.h"
 #include "hal/replay.h"
 #include "topo/topo.h"
@@ -568,7 +571,7 @@ static void test_backend_forced(void **state)
 
 static void test_usage_errors(void **state)
 {
-	static const char *const cases[][4] = {
+	static const char *const cases[][5] = {
 		{ "--backend", "nccl", NULL },
 		{ "--over", "wifi", NULL },
 		{ "--env", "1BAD=x", NULL },
@@ -577,6 +580,12 @@ static void test_usage_errors(void **state)
 		{ "--timeout", "soon", NULL },
 		{ "--hosts", "a,,b", NULL },
 		{ "stray", NULL },
+		{ "--at-boot", NULL },                       /* needs --auto-setup */
+		{ "--undo", "--auto-setup", NULL },
+		{ "--undo", "--mtu", "9000", NULL },
+		{ "--mtu", "100", NULL },
+		{ "--mtu", "9k", NULL },
+		{ "--mtu", "9000", "--over", "ethernet", NULL },
 	};
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -706,6 +715,259 @@ static void test_setup_lines_refuse_hostile_words(void **state)
 	}
 }
 
+
+/* ---- --mtu, --at-boot, --undo (boot.h) ------------------------------------------- */
+
+#define SET_MTU "/bin/sh -c 'n=$1; shift*"
+#define DF_PING "/bin/sh -c 'if [ \"$(uname -s)\" = Linux ]; then exec ping -c 1 -W 2*"
+#define INSTALL "sudo -n /bin/sh -c 'umask 022*"
+#define UNDO "sudo -n /bin/sh -c 'did() *"
+
+static void test_mtu_set_read_back_and_pinged(void **state)
+{
+	const char *args[] = { "--auto-setup", "--mtu", "9000", NULL };
+	struct result r;
+
+	(void)state;
+	run_with(M3, args, NULL, 0, &r);
+	if (r.rc != 0)
+		fail_msg("exit %d: %s", r.rc, r.err);
+	/* one set-and-read-back script per host, its planned ports as arguments */
+	assert_int_equal(log_count(&r, "/bin/sh -c 'n=$1; shift"), 4);
+	assert_int_equal(log_count(&r, "m1: /bin/sh -c 'n=$1; shift"), 1);
+	assert_int_equal(log_count(&r, "' sh 9000 en2 en3 en4"), 4); /* each host: its 3 cabled ports */
+	/* both ends of the 6 cables: a don't-fragment ping of 9000 bytes, under sudo on a Mac */
+	assert_int_equal(log_count(&r, "sudo -n ping -c 1 -t 2 -D -s"), 12);
+	assert_int_equal(log_count(&r, "' sh en2 192.168.0.2 8972"), 1);
+	/* the plain ping check came first, as without --mtu */
+	assert_int_equal(log_count(&r, "ping -c 1 -W 1 -I"), 12);
+	result_release(&r);
+
+	/* without --auto-setup the MTU commands are printed with the others */
+	{
+		const char *pargs[] = { "--mtu", "9000", NULL };
+		run_with(M3, pargs, NULL, 0, &r);
+		assert_int_equal(r.rc, 0);
+		assert_no_config_sent(&r);
+		assert_contains(r.err, "MTU for m2 (--mtu 9000)\nsudo ifconfig en2 mtu 9000\n");
+		result_release(&r);
+	}
+}
+
+static void test_mtu_refused_names_the_cable(void **state)
+{
+	const char *args[] = { "--auto-setup", "--mtu", "9000", NULL };
+	const struct answer ans[] = {
+		{ "m3", SET_MTU, 0, "refused en3 1500 ifconfig: ioctl (set mtu): Invalid argument\ndone\n", NULL, 0, 0 },
+	};
+	struct result r;
+
+	(void)state;
+	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
+	assert_contains(r.err, "m3:en3 refuses mtu 9000 (it has 1500); ifconfig said: ifconfig: ioctl (set mtu): Invalid argument");
+	assert_contains(r.err, "[ERROR] cable m");
+	assert_contains(r.err, " <-> ");
+	assert_int_equal(log_count(&r, "-D -s"), 0); /* no full-size ping after a refusal */
+	assert_string_equal(r.out, "");
+	result_release(&r);
+}
+
+static void test_mtu_ping_fails(void **state)
+{
+	const char *args[] = { "--auto-setup", "--mtu", "9000", NULL };
+	const struct answer ans[] = {
+		{ "m1", DF_PING, 2, "ping: sendto: Message too long\n", NULL, 0, 0 },
+	};
+	struct result r;
+
+	(void)state;
+	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
+	assert_contains(r.err, "m1: en2: a 9000-byte packet with don't-fragment to 192.168.0.2 (m2) did not arrive");
+	assert_int_equal(log_count(&r, "m1: /bin/sh -c 'if [ \"$(uname -s)\" = Linux ]; then exec ping -c 1 -W 2"), 6);
+	result_release(&r);
+}
+
+static void test_at_boot_installs_everywhere(void **state)
+{
+	const char *args[] = { "--auto-setup", "--at-boot", NULL };
+	const struct answer fail_m3[] = {
+		{ "m3", INSTALL, 1, NULL, "Bootstrap failed: 5: Input/output error\n", 0, 0 },
+	};
+	const struct answer nosudo[] = {
+		{ "m2", "sudo -n true", 1, NULL, "sudo: a password is required\n", 0, 0 },
+	};
+	struct result r;
+
+	(void)state;
+	run_with(M3, args, NULL, 0, &r);
+	if (r.rc != 0)
+		fail_msg("exit %d: %s", r.rc, r.err);
+	assert_int_equal(log_count(&r, "sudo -n /bin/sh -c 'umask 022"), 4);
+	assert_int_equal(log_count(&r, "launchctl bootstrap system"), 4);
+	assert_contains(r.err, "LaunchDaemon " CFG_BOOT_LABEL " installed on 4 hosts");
+	assert_int_equal(log_count(&r, "[ -e"), 0); /* no check for an older one: replaced */
+	result_release(&r);
+
+	run_with(M3, args, fail_m3, ARRAY_SIZE(fail_m3), &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
+	assert_contains(r.err, "m3: --at-boot: installing the LaunchDaemon failed: exit status 1: Bootstrap failed: 5");
+	assert_string_equal(r.out, "");
+	result_release(&r);
+
+	/* a host without passwordless sudo: printed, nothing installed, an error */
+	run_with(M3, args, nosudo, ARRAY_SIZE(nosudo), &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
+	assert_contains(r.err, "--at-boot: the LaunchDaemon was not installed");
+	assert_no_config_sent(&r);
+	assert_int_equal(log_count(&r, "umask"), 0);
+	result_release(&r);
+}
+
+static void test_older_launchdaemon_warned(void **state)
+{
+	const char *args[] = { "--auto-setup", NULL };
+	const struct answer ans[] = {
+		{ "m4", "/bin/sh -c '[ -e *", 0, NULL, NULL, 0, 0 },
+	};
+	struct result r;
+
+	(void)state;
+	run_with(M3, args, ans, ARRAY_SIZE(ans), &r);
+	assert_int_equal(r.rc, 0);
+	assert_contains(r.err, "[WARN] m4: the LaunchDaemon of an earlier 'meshconfig --at-boot'");
+	assert_int_equal(log_count(&r, "/bin/sh -c '[ -e"), 4);
+	assert_null(strstr(r.err, "m1: the LaunchDaemon"));
+	result_release(&r);
+}
+
+static void test_undo(void **state)
+{
+	const char *args[] = { "--undo", "--verbose", NULL };
+	const struct answer did[] = {
+		{ "m2", UNDO, 0, "did unloaded " CFG_BOOT_LABEL "\ndid en2: 192.168.0.2 removed\ndone\n", NULL, 0, 0 },
+	};
+	const struct answer failed[] = {
+		{ "m2", UNDO, 0, "fail ifconfig bridge0 addm en2\ndone\n", "ifconfig: BRDGADD en2: Device busy\n", 0, 0 },
+	};
+	const struct answer nosudo[] = {
+		{ "m4", "sudo -n true", 1, NULL, "sudo: a password is required\n", 0, 0 },
+	};
+	struct result r;
+
+	(void)state;
+	run_with(M3, args, did, ARRAY_SIZE(did), &r);
+	if (r.rc != 0)
+		fail_msg("exit %d: %s", r.rc, r.err);
+	assert_int_equal(log_count(&r, "sudo -n /bin/sh -c 'did()"), 4);
+	assert_int_equal(log_count(&r, "system_profiler"), 0); /* no discovery: ports found on the hosts */
+	assert_contains(r.err, "m2: en2: 192.168.0.2 removed");
+	assert_contains(r.err, "undone on 4 hosts (2 changes");
+	assert_string_equal(r.out, ""); /* no hostfile */
+	result_release(&r);
+
+	run_with(M3, args, failed, ARRAY_SIZE(failed), &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
+	assert_contains(r.err, "m2: --undo: 'ifconfig bridge0 addm en2' failed: ifconfig: BRDGADD en2: Device busy");
+	result_release(&r);
+
+	/* its deadline is 4 x --timeout: 0.6 s of work within --timeout 0.3 */
+	{
+		const char *targs[] = { "--undo", "--timeout", "0.3", NULL };
+		const struct answer slow[] = { { "m3", UNDO, 0, "done\n", NULL, 600, 0 } };
+		run_with(M3, targs, slow, ARRAY_SIZE(slow), &r);
+		if (r.rc != 0)
+			fail_msg("exit %d: %s", r.rc, r.err);
+		result_release(&r);
+	}
+
+	run_with(M3, args, nosudo, ARRAY_SIZE(nosudo), &r);
+	assert_int_equal(r.rc, MR_CONFIG_EXIT_SETUP);
+	assert_contains(r.err, "--undo needs passwordless sudo");
+	assert_contains(r.err, "  - m4");
+	assert_int_equal(log_count(&r, "did()"), 0);
+	result_release(&r);
+}
+
+/* A plan of one link on host 0 (en2 A -> B) for the script builders. */
+static void one_link_plan(struct mr_topo_plan *p, struct mr_topo_link *lk, const char *ifn,
+			  const char *a, const char *b)
+{
+	memset(p, 0, sizeof(*p));
+	memset(lk, 0, sizeof(*lk));
+	p->links = lk;
+	p->nlinks = 1;
+	p->nhosts = 2;
+	lk->host[0] = 0;
+	lk->host[1] = 1;
+	lk->ifname[0] = ifn;
+	lk->ifname[1] = "en3";
+	snprintf(lk->ip[0], sizeof(lk->ip[0]), "%s", a);
+	snprintf(lk->ip[1], sizeof(lk->ip[1]), "%s", b);
+}
+
+/* The boot script: the plan's words checked, the result valid sh for dash and
+ * bash (sh -n), and the undo script too. */
+static void test_boot_script_words_and_syntax(void **state)
+{
+	static const char *const shells[] = { "/bin/sh", "/bin/dash", "/bin/bash" };
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	struct mr_topo_plan p;
+	struct mr_topo_link lk;
+	struct mr_buf b = MR_BUF_INIT;
+	char path[] = "/tmp/test_config_bootXXXXXX";
+	int fd;
+
+	(void)state;
+	one_link_plan(&p, &lk, "en2", "192.168.0.1", "192.168.0.2");
+	assert_int_equal(cfg_boot_script(&p, 0, "m1", 9000, &b, &e), 0);
+	assert_contains(b.p, "HOST='m1'\nMTU=9000\n");
+	assert_contains(b.p, "LINKS='\nen2 192.168.0.1 192.168.0.2\n'\n");
+	assert_contains(b.p, "ifconfig bridge0 deletem");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(mr_write_full(fd, b.p, b.len), 0);
+	close(fd);
+	for (size_t i = 0; i < ARRAY_SIZE(shells); i++) {
+		char *cmd;
+		if (access(shells[i], X_OK) < 0)
+			continue;
+		cmd = xasprintf("%s -n %s", shells[i], path);
+		if (system(cmd) != 0)
+			fail_msg("%s: the boot script does not parse", cmd);
+		free(cmd);
+		assert_int_equal(mr_write_file(path, cfg_undo_script, strlen(cfg_undo_script), 0600, NULL), 0);
+		cmd = xasprintf("%s -n %s", shells[i], path);
+		if (system(cmd) != 0)
+			fail_msg("%s: the undo script does not parse", cmd);
+		free(cmd);
+		assert_int_equal(mr_write_file(path, b.p, b.len, 0600, NULL), 0);
+	}
+	unlink(path);
+	mr_buf_reset(&b);
+	assert_int_equal(cfg_boot_script(&p, 1, "m2", 0, &b, &e), 0); /* host 1: the other end */
+	assert_contains(b.p, "MTU=\n");
+	assert_contains(b.p, "en3 192.168.0.2 192.168.0.1\n");
+	/* hostile words never reach the script */
+	static const char *const bad[][3] = {
+		{ "en2';reboot;'", "192.168.0.1", "192.168.0.2" },
+		{ "en2", "192.168.0.1 x", "192.168.0.2" },
+		{ "en2", "192.168.0.1", "$(id)" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		mr_buf_reset(&b);
+		mr_err_clear(&e);
+		one_link_plan(&p, &lk, bad[i][0], bad[i][1], bad[i][2]);
+		assert_true(cfg_boot_script(&p, 0, "m1", 0, &b, &e) < 0);
+		assert_contains(e.msg, "m1: --at-boot: refusing");
+	}
+	mr_buf_reset(&b);
+	mr_err_clear(&e);
+	assert_true(cfg_boot_script(&p, 0, "m1'x", 0, &b, &e) < 0);
+	mr_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -730,6 +992,13 @@ int main(void)
 		cmocka_unit_test(test_not_a_mesh_said),
 		cmocka_unit_test(test_help_lists_every_flag),
 		cmocka_unit_test(test_setup_lines_refuse_hostile_words),
+		cmocka_unit_test(test_mtu_set_read_back_and_pinged),
+		cmocka_unit_test(test_mtu_refused_names_the_cable),
+		cmocka_unit_test(test_mtu_ping_fails),
+		cmocka_unit_test(test_at_boot_installs_everywhere),
+		cmocka_unit_test(test_older_launchdaemon_warned),
+		cmocka_unit_test(test_undo),
+		cmocka_unit_test(test_boot_script_words_and_syntax),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,12 +184,12 @@ static void test_mpi_ssh_arg(void **state)
 
 	(void)state;
 	/* nothing to pass: no file (every host local, or no --ssh-config), or empty */
-	assert_int_equal(mr_launch_mpi_ssh_arg(NULL, NULL, NULL, &margs, &err), 0);
-	assert_int_equal(mr_launch_mpi_ssh_arg("", NULL, NULL, &margs, &err), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg(NULL, NULL, false, NULL, NULL, &margs, &err), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("", NULL, false, NULL, NULL, &margs, &err), 0);
 	assert_int_equal(margs.nr, 0);
 
 	/* the file travels as one plm_rsh_args value, the command line as mpirun gets it */
-	assert_int_equal(mr_launch_mpi_ssh_arg("/run/meshsim/c1/ssh_config", NULL, NULL, &margs, &err), 1);
+	assert_int_equal(mr_launch_mpi_ssh_arg("/run/meshsim/c1/ssh_config", NULL, false, NULL, NULL, &margs, &err), 1);
 	check_vec(&margs, "--mca plm_rsh_args '-F /run/meshsim/c1/ssh_config'");
 	assert_int_equal(mr_strvec_push(&margs, "--mca btl tcp,self"), 0);
 	assert_int_equal(mr_launch_mpi_argv("mpirun", false, "/tmp/hf", NULL, NULL, &margs, cmd, &argv, &err), 0);
@@ -199,7 +199,7 @@ static void test_mpi_ssh_arg(void **state)
 	mr_strvec_release(&argv);
 
 	/* a quote in the path survives the quoting and the split */
-	assert_int_equal(mr_launch_mpi_ssh_arg("/tmp/it's/cfg", NULL, NULL, &margs, &err), 1);
+	assert_int_equal(mr_launch_mpi_ssh_arg("/tmp/it's/cfg", NULL, false, NULL, NULL, &margs, &err), 1);
 	assert_int_equal(mr_launch_mpi_argv("mpirun", false, "/h", NULL, NULL, &margs, cmd, &argv, &err), 0);
 	check_vec(&argv, "mpirun|--hostfile|/h|--mca|plm_rsh_args|-F /tmp/it's/cfg|--|prog|-v");
 	mr_strvec_release(&margs);
@@ -207,15 +207,25 @@ static void test_mpi_ssh_arg(void **state)
 
 	/* the user's own plm_rsh_args (--mpi-arg or OMPI_MCA_plm_rsh_args) wins */
 	assert_int_equal(mr_strvec_push(&user, "--oversubscribe"), 0);
-	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", &user, NULL, &margs, &err), 1);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", NULL, false, &user, NULL, &margs, &err), 1);
 	mr_strvec_release(&margs);
 	assert_int_equal(mr_strvec_push(&user, "--mca plm_rsh_args '-p 2222'"), 0);
-	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", &user, NULL, &margs, &err), 0);
-	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", NULL, "-p 2222", &margs, &err), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", NULL, false, &user, NULL, &margs, &err), 0);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", NULL, false, NULL, "-p 2222", &margs, &err), 0);
 	assert_int_equal(margs.nr, 0);
 
+	/* the host-key options travel too (issue 37), alone or with the file */
+	assert_int_equal(mr_launch_mpi_ssh_arg(NULL, "/k/kh", true, NULL, NULL, &margs, &err), 1);
+	assert_int_equal(mr_launch_mpi_ssh_arg("cfg", NULL, true, NULL, NULL, &margs, &err), 1);
+	check_vec(&margs, "--mca plm_rsh_args '-o UserKnownHostsFile=/k/kh -o StrictHostKeyChecking=accept-new'|"
+			  "--mca plm_rsh_args '-F cfg -o StrictHostKeyChecking=accept-new'");
+	mr_strvec_release(&margs);
+	assert_int_equal(mr_launch_mpi_ssh_arg(NULL, "/my kh", false, NULL, NULL, &margs, &err), MESHRUN_E_USAGE);
+	assert_non_null(strstr(err.msg, "known_hosts file '/my kh'"));
+	err = (struct meshrun_err)MESHRUN_ERR_INIT;
+
 	/* Open MPI splits plm_rsh_args at whitespace: such a path is refused, named */
-	assert_int_equal(mr_launch_mpi_ssh_arg("/tmp/my dir/cfg", NULL, NULL, &margs, &err), MESHRUN_E_USAGE);
+	assert_int_equal(mr_launch_mpi_ssh_arg("/tmp/my dir/cfg", NULL, false, NULL, NULL, &margs, &err), MESHRUN_E_USAGE);
 	assert_non_null(strstr(err.msg, "'/tmp/my dir/cfg'"));
 	assert_non_null(strstr(err.msg, "whitespace"));
 	assert_int_equal(margs.nr, 0);

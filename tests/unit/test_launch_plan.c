@@ -328,6 +328,113 @@ static void test_plan_python(void **state)
 	rmdir(exe);
 }
 
+/* A non-executable file that is no .py runs with python3, said; a #! naming
+ * another interpreter is refused instead (an `echo hi` script would end in a
+ * Python SyntaxError) (issue 37) */
+static void test_plan_not_executable(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+	char sh[PATH_MAX], bare[PATH_MAX];
+
+	(void)state;
+	snprintf(sh, sizeof(sh), "%s", write_file("hi.sh", "#!/bin/sh\necho hi\n", 0644));
+	snprintf(bare, sizeof(bare), "%s", write_file("job2", "print(2)\n", 0644));
+	plan_of(ARGV("--backend", "ring", sh), &o, &p, MESHRUN_E_USAGE, "names no Python");
+	plan_of(ARGV("--backend", "ring", bare), &o, &p, 0, NULL);
+	assert_int_equal(p.argv.nr, 2);
+	assert_non_null(strstr(p.argv.v[0], "python")); /* MLX 0.31's rule, kept */
+	done(&o, &p);
+	unlink(sh);
+	unlink(bare);
+}
+
+static const char *env_of(const struct mr_launch_plan *p, const char *name)
+{
+	return mr_strvec_getenv(&p->envs, name);
+}
+
+/* meshrun's own MESHRUN_* settings go to every rank (local ones inherit them
+ * anyway, remote ones did not), but not the per-job ones of an outer job;
+ * the hostfile's envs and --env win; --env needs NAME=VALUE (issue 37) */
+static void test_plan_env_inherit(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+	char hf[PATH_MAX];
+
+	(void)state;
+	setenv("MESHRUN_TIMEOUT", "7", 1);
+	setenv("MESHRUN_RING_SNDBUF", "1M", 1);
+	setenv("MESHRUN_JOB_TOKEN", "stale", 1);
+	setenv("MESHRUN_MESH_HOSTFILE", "/tmp/outer.json", 1);
+	plan_of(ARGV("-n", "2", "--backend", "ring", "true"), &o, &p, 0, NULL);
+	assert_string_equal(env_of(&p, "MESHRUN_TIMEOUT"), "7");
+	assert_string_equal(env_of(&p, "MESHRUN_RING_SNDBUF"), "1M");
+	assert_null(env_of(&p, "MESHRUN_JOB_TOKEN"));
+	assert_null(env_of(&p, "MESHRUN_MESH_HOSTFILE"));
+	done(&o, &p);
+	plan_of(ARGV("-n", "2", "--backend", "ring", "--env", "MESHRUN_TIMEOUT=9", "true"), &o, &p, 0, NULL);
+	assert_string_equal(env_of(&p, "MESHRUN_TIMEOUT"), "9");
+	done(&o, &p);
+	snprintf(hf, sizeof(hf), "%s",
+		 write_file("envs.json", "{\"envs\": [\"MESHRUN_TIMEOUT=8\"], \"hosts\": [{\"ssh\": \"127.0.0.1\", \"ips\": [\"127.0.0.1\"]}]}", 0644));
+	plan_of(ARGV("--hostfile", hf, "--backend", "ring", "true"), &o, &p, 0, NULL);
+	assert_string_equal(env_of(&p, "MESHRUN_TIMEOUT"), "8");
+	done(&o, &p);
+	unlink(hf);
+	unsetenv("MESHRUN_TIMEOUT");
+	unsetenv("MESHRUN_RING_SNDBUF");
+	unsetenv("MESHRUN_JOB_TOKEN");
+	unsetenv("MESHRUN_MESH_HOSTFILE");
+	assert_true(mr_launch_env_inherited("MESHRUN_MESH_SCHEDULE=ring"));
+	assert_false(mr_launch_env_inherited("MESHRUN_HOSTFILE=/x"));
+	assert_false(mr_launch_env_inherited("MLX_RANK=3"));
+	assert_false(mr_launch_env_inherited("MESHRUN_X")); /* no '=': not from an environment */
+	assert_false(mr_launch_env_inherited("MESHRUN_A-B=1")); /* no shell name: skipped, no error */
+
+	plan_of(ARGV("--env", "NOEQ", "true"), &o, &p, MESHRUN_E_USAGE, "expected NAME=VALUE ('NOEQ=' for an empty value)");
+	plan_of(ARGV("--env", "EMPTY=", "-n", "1", "true"), &o, &p, 0, NULL);
+	assert_string_equal(env_of(&p, "EMPTY"), "");
+	done(&o, &p);
+}
+
+/* --hosts with ssh names: the ring's address is the one ssh reaches the name
+ * at (ssh_config's HostName), else its address here; a name that resolves to
+ * nothing never refuses the job (it keeps its name) (issue 37) */
+static void test_plan_addresses(void **state)
+{
+	struct mr_launch_opts o;
+	struct mr_launch_plan p;
+	char cfg[PATH_MAX];
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s",
+		 write_file("ssh_config", "Host m1\n  HostName 10.77.0.1\nHost m2\n  HostName 10.77.0.2\n"
+					  "Host far\n  HostName nowhere.invalid\n", 0644));
+	plan_of(ARGV("--ssh-config", cfg, "--hosts", "m1,root@m2", "-n", "2", "--backend", "ring", "true"), &o, &p,
+		0, NULL);
+	assert_int_equal(p.hf->nhosts, 4);
+	assert_string_equal(p.hf->hosts[0].ips.v[0], "10.77.0.1");
+	assert_string_equal(p.hf->hosts[1].ips.v[0], "10.77.0.1");
+	assert_string_equal(p.hf->hosts[3].ips.v[0], "10.77.0.2");
+	assert_non_null(strstr(p.env.files[0].content, "\"10.77.0.2:32326\""));
+	done(&o, &p);
+
+	/* not resolvable here: its network name goes into the ring's file, the plan stands */
+	plan_of(ARGV("--ssh-config", cfg, "--hosts", "far,m1", "--backend", "ring", "true"), &o, &p, 0, NULL);
+	assert_string_equal(p.hf->hosts[0].ips.v[0], "nowhere.invalid");
+	done(&o, &p);
+
+	/* every host this machine: the loopback address, no ssh_config read */
+	plan_of(ARGV("--ssh-config", "/nonexistent/cfg", "--hosts", "localhost", "-n", "2", "--backend", "ring", "true"),
+		&o, &p, 0, NULL);
+	assert_true(p.all_local);
+	assert_string_equal(p.hf->hosts[1].ips.v[0], "127.0.0.1");
+	done(&o, &p);
+	unlink(cfg);
+}
+
 /* --print-python: the interpreter's own sys.executable, and how it was chosen */
 static void test_print_python(void **state)
 {
@@ -397,6 +504,9 @@ int main(void)
 		cmocka_unit_test(test_plan_mpi_impl),
 		cmocka_unit_test(test_plan_hostfile),
 		cmocka_unit_test(test_plan_python),
+		cmocka_unit_test(test_plan_not_executable),
+		cmocka_unit_test(test_plan_env_inherit),
+		cmocka_unit_test(test_plan_addresses),
 		cmocka_unit_test(test_print_python),
 		cmocka_unit_test(test_terminal_size),
 	};

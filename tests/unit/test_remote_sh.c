@@ -725,10 +725,27 @@ static void test_launch_setup_waits(void **state)
 {
 	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
 			 "", "", "/", "meshrun.waits", "1", "hosts.json", "[]", NULL };
-	struct mr_buf cmd = MR_BUF_INIT;
+	char *argv_late[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+			      "", "", "/", "meshrun.waits", "0", "hosts.json", "[]", NULL };
+	/* a mkdir that loses the race: the directory is made just before it runs */
+	static const char late_mkdir[] = "#!/bin/sh\n/bin/mkdir \"$@\" 2>/dev/null\nexec /bin/mkdir \"$@\"\n";
+	struct mr_buf cmd = MR_BUF_INIT, late = MR_BUF_INIT, path = MR_BUF_INIT;
+	char *fake = make_tmpdir("/tmp/mr-setup-mkdir.XXXXXX");
+	char *old_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
 
 	(void)state;
 	assert_int_equal(mr_hal_spawn_cmdline(&cmd, argv, NULL, NULL), 0);
+	assert_int_equal(mr_buf_printf(&path, "%s/mkdir", fake), 0);
+	assert_int_equal(mr_write_file(mr_buf_cstr(&path), late_mkdir, strlen(late_mkdir), 0755, &err), 0);
+	mr_buf_reset(&path);
+	assert_int_equal(mr_buf_printf(&path, "PATH=%s:%s", fake, old_path ? old_path : "/usr/bin:/bin"), 0);
+	{
+		char *env[] = { (char *)mr_buf_cstr(&path), NULL };
+
+		assert_int_equal(mr_hal_spawn_cmdline(&late, argv_late, env, NULL), 0);
+	}
+	mr_buf_release(&path);
 	for (size_t s = 0; s < ARRAY_SIZE(shell_names); s++) {
 		char pbuf[64], dir[700], file[760], mark[760];
 		const char *sh = shell_path(shell_names[s], pbuf, sizeof(pbuf));
@@ -764,10 +781,23 @@ static void test_launch_setup_waits(void **state)
 		if (status != 0 || stat(file, &st) < 0 || stat(mark, &st) == 0)
 			fail_msg("setup under %s without a watchdog: exit %d, '%s' %s", sh, status, file,
 				 stat(file, &st) < 0 ? "missing" : "written");
+		rm_rf(dir);
+
+		/* a watchdog slower than the wait makes it between the setup's look
+		 * and its mkdir (a loaded host, issue 33): the setup's mkdir fails
+		 * with "File exists", and the directory, ours, is taken */
+		status = wait_status(sh_start(sh, mr_buf_cstr(&late), tmp, NULL));
+		if (status != 0 || stat(file, &st) < 0)
+			fail_msg("setup under %s, directory made under its mkdir: exit %d, '%s' %s", sh, status,
+				 file, stat(file, &st) < 0 ? "missing" : "written");
 		rm_rf(tmp);
 		free(tmp);
 	}
+	free(old_path);
+	rm_rf(fake);
+	free(fake);
 	mr_buf_release(&cmd);
+	mr_buf_release(&late);
 }
 
 /* "HOST PID" in dir's mark names this host and pid */

@@ -2,6 +2,7 @@
 #include "common/compat.h"
 #include "hal/ssh_config.h"
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/log.h"
@@ -450,6 +451,71 @@ static void test_include(void **state)
 	rmdir(dir);
 }
 
+/*
+ * Issue 33: an Include inside a block while the table of blocks grows (more
+ * than 8, 16, 32 blocks before it and in the files it names): the blocks made
+ * for the included lines and for the lines after the Include must carry the
+ * outer block's conditions (the parser once kept a pointer to the outer block
+ * across the growth and copied them from freed memory).
+ */
+static void test_include_many(void **state)
+{
+	char dir[] = "/tmp/mr-sshincn-XXXXXX";
+	char path[512], want[64];
+	struct mr_buf top = MR_BUF_INIT, inc = MR_BUF_INIT;
+	struct mr_ssh_config *cfg = NULL;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	setenv("HOME", dir, 1);
+	unsetenv("MESHRUN_SSH_CONFIG");
+	snprintf(path, sizeof(path), "%s/.ssh", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	for (int i = 0; i < 12; i++)
+		assert_int_equal(mr_buf_printf(&top, "Host h%d\n  HostName 10.1.0.%d\n", i, i), 0);
+	assert_int_equal(mr_buf_puts(&top, "Host ic\n  Include many*.conf\n  User after\nHost *\n  User last\n"), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/config", dir);
+	assert_int_equal(mr_write_file(path, top.p, top.len, 0600, &err), 0);
+	for (int f = 1; f <= 2; f++) {
+		mr_buf_reset(&inc);
+		assert_int_equal(mr_buf_printf(&inc, "Port 23%02d\n", f), 0);
+		for (int i = 0; i < 20; i++)
+			assert_int_equal(mr_buf_printf(&inc, "Host m%d-%d\n  HostName 10.2.%d.%d\n", f, i, f, i), 0);
+		snprintf(path, sizeof(path), "%s/.ssh/many%d.conf", dir, f);
+		assert_int_equal(mr_write_file(path, inc.p, inc.len, 0600, &err), 0);
+	}
+	assert_int_equal(mr_ssh_config_load(&cfg, NULL, &err), 0);
+	lookup_ok(cfg, "ic", &h);
+	assert_int_equal(h.port, 2301); /* many1.conf's first line, under Host ic */
+	assert_string_equal(h.user, "after"); /* back in Host ic after the Include */
+	mr_ssh_host_cfg_release(&h);
+	lookup_ok(cfg, "m2-19", &h);
+	assert_string_equal(h.hostname, "10.2.2.19");
+	assert_int_equal(h.port, 0); /* not set: many2.conf's Port is under Host ic only */
+	assert_string_equal(h.user, "last");
+	mr_ssh_host_cfg_release(&h);
+	for (int i = 0; i < 12; i++) {
+		snprintf(want, sizeof(want), "h%d", i);
+		lookup_ok(cfg, want, &h);
+		snprintf(want, sizeof(want), "10.1.0.%d", i);
+		assert_string_equal(h.hostname, want);
+		assert_string_equal(h.user, "last");
+		mr_ssh_host_cfg_release(&h);
+	}
+	mr_ssh_config_free(cfg);
+	mr_buf_release(&top);
+	mr_buf_release(&inc);
+	for (const char *f = "many1.conf\0many2.conf\0config\0"; *f; f += strlen(f) + 1) {
+		snprintf(path, sizeof(path), "%s/.ssh/%s", dir, f);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/.ssh", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
 /* `ssh -G` resolves (where OpenSSH is installed): Match host and tokens come from it. */
 static void test_ssh_g(void **state)
 {
@@ -498,6 +564,58 @@ static void test_ssh_g(void **state)
 	assert_int_equal(mr_ssh_config_lookup(cfg, "x", &h, &err), MESHRUN_E_PARSE);
 	assert_non_null(strstr(err.msg, "ssh -G for 'x' failed"));
 	assert_non_null(strstr(err.msg, "bogus"));
+	mr_ssh_config_free(cfg);
+	setenv("MESHRUN_SSH_RESOLVER", "builtin", 1);
+	unlink(path);
+	rmdir(dir);
+}
+
+/*
+ * Issue 33: a prefetch of more hosts than one batch of parallel `ssh -G` runs
+ * (SSH_G_PARALLEL, 32), so the table of answers grows several times while runs
+ * are in flight. Every host must get its own answer: on the code that kept a
+ * pointer into the table, the first 16 hosts read "ssh -G: out of memory" (a
+ * use-after-free that ASan reports).
+ */
+static void test_ssh_g_many(void **state)
+{
+	enum { NDEST = 100 };
+	char dir[] = "/tmp/mr-sshgn-XXXXXX";
+	char path[512], want[64];
+	char names[NDEST][16];
+	const char *dests[NDEST];
+	struct mr_ssh_config *cfg = NULL;
+	struct mr_ssh_host_cfg h = MR_SSH_HOST_CFG_INIT;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	const char *text = "Host p*\n  HostName %h.example\n  Port 2200\n";
+	char *ssh = mr_which("ssh", NULL);
+
+	(void)state;
+	if (!ssh) {
+		skip();
+		return;
+	}
+	free(ssh);
+	for (int i = 0; i < NDEST; i++) {
+		snprintf(names[i], sizeof(names[i]), "p%d", i);
+		dests[i] = names[i];
+	}
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/cfg", dir);
+	assert_int_equal(mr_write_file(path, text, strlen(text), 0600, &err), 0);
+	setenv("MESHRUN_SSH_RESOLVER", "ssh", 1);
+	assert_int_equal(mr_ssh_config_load(&cfg, path, &err), 0);
+	mr_ssh_config_prefetch(cfg, dests, NDEST);
+	/* a second prefetch of the same hosts finds them all answered and changes nothing */
+	mr_ssh_config_prefetch(cfg, dests, NDEST);
+	for (int i = 0; i < NDEST; i++) {
+		lookup_ok(cfg, dests[i], &h);
+		assert_true(h.from_ssh_g);
+		snprintf(want, sizeof(want), "p%d.example", i);
+		assert_string_equal(h.hostname, want);
+		assert_int_equal(h.port, 2200);
+		mr_ssh_host_cfg_release(&h);
+	}
 	mr_ssh_config_free(cfg);
 	setenv("MESHRUN_SSH_RESOLVER", "builtin", 1);
 	unlink(path);
@@ -639,7 +757,9 @@ int main(void)
 		cmocka_unit_test(test_unsupported_named),
 		cmocka_unit_test(test_match_and_new_keys),
 		cmocka_unit_test(test_include),
+		cmocka_unit_test(test_include_many),
 		cmocka_unit_test(test_ssh_g),
+		cmocka_unit_test(test_ssh_g_many),
 		cmocka_unit_test(test_from_g_gaps),
 		cmocka_unit_test(test_old_openssh_no_g),
 	};

@@ -261,6 +261,14 @@ static void test_fixture_details(void **state)
 		found |= strstr(f->cluster->notes.v[i], "cable o1 en3 -> o3 en2 is reported by o1 only") != NULL;
 	if (!found)
 		fail_msg("no one-sided note: %s", f->cluster->notes.nr ? f->cluster->notes.v[0] : "(none)");
+	{
+		/* the DOT label names both ends as the note does (not "en3/?") */
+		struct mr_buf dot = MR_BUF_INIT;
+
+		assert_int_equal(mr_topo_dot(f->cluster, &dot, &err), 0);
+		assert_non_null(strstr(mr_buf_cstr(&dot), "[label=\"en3/en2\\nreported by o1 only\", style=dashed"));
+		mr_buf_release(&dot);
+	}
 	mr_fixture_free(f);
 
 	/* Thunderbolt 4: told that RDMA is impossible, not to enable it */

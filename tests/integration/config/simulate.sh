@@ -79,6 +79,15 @@ grep_in "$tmp/stdout.json" '"ssh": "a4"' "--output-hostfile /dev/stdout reaches 
 [ -L /dev/stdout ] || { echo "FAIL: /dev/stdout is no longer a symlink"; fails=$((fails + 1)); }
 ls /dev/stdout.tmp.* >/dev/null 2>&1 && { echo "FAIL: temporary files left in /dev"; fails=$((fails + 1)); }
 
+# No arguments on a machine that is no Mac (no system_profiler on PATH): the
+# default host 127.0.0.1 fails discovery (4), with what meshconfig is for and
+# the two flags that help (issue 37)
+if ! command -v system_profiler >/dev/null 2>&1; then
+	expect 4 "no arguments, not a Mac" -- &&
+		grep_in "$tmp/err" "hint: system_profiler and networksetup are macOS commands" "the hint for a non-Mac" &&
+		grep_in "$tmp/err" "--simulate DIR" "the hint names --simulate"
+fi
+
 if [ "$fails" -ne 0 ]; then
 	echo "$fails check(s) failed"
 	exit 1

@@ -8,6 +8,7 @@
 #include "common/compat.h"
 #include "common/err.h"
 #include "common/fdio.h"
+#include "common/spawn.h"
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal.h"
@@ -37,7 +38,9 @@ static const char *mrh_dir;
 static const char *ns_prefix;
 static struct mr_strvec hosts = MR_STRVEC_INIT;
 
-static struct mr_hal *new_hal(const char *known_hosts, bool accept_new)
+static struct mr_hal *new_hal_of(int (*make)(struct mr_hal **, const struct mr_hal_opts *,
+					      struct meshrun_err *),
+				 const char *known_hosts, bool accept_new)
 {
 	struct mr_hal_opts o = { 0 };
 	struct meshrun_err err = MESHRUN_ERR_INIT;
@@ -48,11 +51,16 @@ static struct mr_hal *new_hal(const char *known_hosts, bool accept_new)
 	o.run_timeout_ms = 20000;
 	o.known_hosts = known_hosts;
 	o.accept_new_hostkeys = accept_new;
-	if (mr_hal_new_ssh(&hal, &o, &err) < 0) {
-		fprintf(stderr, "mr_hal_new_ssh: %s\n", err.msg);
+	if (make(&hal, &o, &err) < 0) {
+		fprintf(stderr, "new hal: %s\n", err.msg);
 		exit(1);
 	}
 	return hal;
+}
+
+static struct mr_hal *new_hal(const char *known_hosts, bool accept_new)
+{
+	return new_hal_of(mr_hal_new_ssh, known_hosts, accept_new);
 }
 
 /* --- process checks inside a namespace --- */
@@ -495,6 +503,80 @@ static void test_proc_signal(struct mr_hal *hal)
 	pstate_release(&st);
 }
 
+/*
+ * Issue 33: more live processes on one host than the hal's tables start with
+ * (24: its job list, its channels and its watched fds all grow while every one
+ * of them is still running), through the libssh2 and the OpenSSH backends.
+ * Each reads one line and exits with its own status; every third is signalled
+ * instead (a removal in the middle while the others still run). Each must get
+ * exactly its own line back and its own end.
+ */
+static void test_many_procs(struct mr_hal *hal, const char *what, bool signal_known)
+{
+	enum { NPROC = 24 };
+	char *argv[NPROC][6];
+	char idx[NPROC][8], code[NPROC][8];
+	struct pstate st[NPROC];
+	struct mr_proc *p[NPROC];
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	int64_t end;
+	bool all;
+
+	for (int i = 0; i < NPROC; i++) {
+		snprintf(idx[i], sizeof(idx[i]), "%d", i);
+		snprintf(code[i], sizeof(code[i]), "%d", i % 5);
+		argv[i][0] = "sh";
+		argv[i][1] = "-c";
+		argv[i][2] = "echo up-$0; read l; echo \"$0:$l\"; exit $1";
+		argv[i][3] = idx[i];
+		argv[i][4] = code[i];
+		argv[i][5] = NULL;
+		p[i] = spawn(hal, hosts.v[0], argv[i], NULL, NULL, &st[i]);
+	}
+	/* every one running (said "up") before any is let go */
+	end = mr_now_ms() + 20000;
+	do {
+		all = true;
+		for (int i = 0; i < NPROC; i++)
+			all = all && strstr(mr_buf_cstr(&st[i].out), "up-");
+		if (!all)
+			mr_hal_poll(hal, 50, &err);
+	} while (!all && mr_now_ms() < end);
+	CHECK(all, "%s: not all %d processes on %s started", what, NPROC, hosts.v[0]);
+	for (int i = 0; i < NPROC; i++) {
+		char line[32];
+
+		if (i % 3 == 1) {
+			CHECK(mr_proc_signal(p[i], SIGTERM, &err) == 0, "%s", err.msg);
+			continue;
+		}
+		snprintf(line, sizeof(line), "line-%d\n", i);
+		CHECK(mr_proc_write(p[i], line, strlen(line), &err) == 0, "%s", err.msg);
+		CHECK(mr_proc_close_stdin(p[i], &err) == 0, "%s", err.msg);
+	}
+	for (int i = 0; i < NPROC; i++) {
+		char want[64];
+
+		poll_until_exit(hal, &st[i], 20000);
+		if (i % 3 == 1) {
+			snprintf(want, sizeof(want), "up-%d\n", i);
+			/* the OpenSSH client reports a signalled command as exit 255 only */
+			CHECK(st[i].exited && ((st[i].hal_rc == 0 && st[i].sig == SIGTERM) ||
+					       (!signal_known && st[i].hal_rc == MESHRUN_E_NOEXIT)),
+			      "%s: proc %d: rc %d sig %d %s", what, i, st[i].hal_rc, st[i].sig, st[i].xerr.msg);
+		} else {
+			snprintf(want, sizeof(want), "up-%d\n%d:line-%d\n", i, i, i);
+			CHECK(st[i].exited && st[i].hal_rc == 0 && st[i].sig == 0 && st[i].status == i % 5,
+			      "%s: proc %d: rc %d status %d sig %d %s", what, i, st[i].hal_rc, st[i].status,
+			      st[i].sig, st[i].xerr.msg);
+		}
+		CHECK(!strcmp(mr_buf_cstr(&st[i].out), want), "%s: proc %d: stdout '%s'", what, i,
+		      mr_buf_cstr(&st[i].out));
+		mr_proc_release(p[i]);
+		pstate_release(&st[i]);
+	}
+}
+
 /* A child spawns remote processes and is then killed: nothing may be left,
  * neither the processes nor the directory it gave mr_hal_remove_at_exit(). */
 static void test_drop_connection(void)
@@ -659,6 +741,7 @@ int main(void)
 {
 	const char *h = getenv("MRH_HOSTS");
 	struct mr_hal *hal;
+	char *ssh;
 
 	ssh_config = getenv("MRH_SSH_CONFIG");
 	mrh_dir = getenv("MRH_DIR");
@@ -680,7 +763,15 @@ int main(void)
 	test_timeout(hal);
 	test_lost_connection(hal);
 	test_proc_signal(hal);
+	test_many_procs(hal, "libssh2", true);
 	mr_hal_free(hal);
+	ssh = mr_which("ssh", NULL);
+	if (ssh) {
+		hal = new_hal_of(mr_hal_new_openssh, NULL, false);
+		test_many_procs(hal, "openssh", false);
+		mr_hal_free(hal);
+		free(ssh);
+	}
 	test_hostkeys();
 	test_user_at_host();
 	test_unreachable();

@@ -74,7 +74,7 @@ bad 2 --hosts "'me@'" meshrun --hosts me@ -- true
 bad 2 --hosts "'@h'" meshrun --hosts @h -- true
 bad 2 --hosts "' 127.0.0.1'" meshrun --hosts "127.0.0.1, 127.0.0.1" -- true
 bad 2 --hosts "'me@-h'" meshrun --hosts me@-h -- true
-bad 2 "ring backend" "'h1'" meshrun --hosts h1,h2 -- true
+bad 2 --env "'NOEQ'" meshrun --env NOEQ -- true
 
 # meshconfig
 bad 2 --over "'wifi'" meshconfig --over wifi
@@ -89,6 +89,16 @@ bad 2 --hosts "'x;y'" meshconfig --hosts "x;y"
 bad 2 --simulate "/nonexistent" meshconfig --simulate /nonexistent
 bad 2 --output-hostfile "/no/such/dir/h.json" meshconfig --simulate "$FIX/ring4" --output-hostfile /no/such/dir/h.json
 bad 2 --bogus "--bogus" meshconfig --bogus
+# meshconfig doctor (issue 35)
+bad 2 --hostfile "give the hosts" meshconfig doctor
+bad 2 --env "'NOEQ'" meshconfig doctor --hosts a --env NOEQ
+bad 2 --starting-port "'0'" meshconfig doctor --hosts a --starting-port 0
+bad 2 --connect-timeout "0.1 to 600" meshconfig doctor --hosts a --connect-timeout 0
+bad 2 --backend "'gloo'" meshconfig doctor --hosts a --backend gloo
+bad 2 --hostfile "/nonexistent/h.json" meshconfig doctor --hostfile /nonexistent/h.json
+bad 2 --hostfile "'gloo'" meshconfig doctor --hostfile "$D/gloo.json"
+bad 2 --hosts "'x;y'" meshconfig doctor --hosts "x;y"
+bad 2 doctor-probe "listen|connect" meshconfig doctor-probe listen
 
 echo "$ncase bad command lines, $nfail failed"
 [ "$nfail" = 0 ] && [ "$ncase" -ge 30 ]

@@ -78,6 +78,9 @@ exit_code)
 	rc=$?
 	[ $rc = 3 ] || fail "exit code $rc, expected 3; stderr: $(cat "$D/err")"
 	grep -q 'rank 2 (127.0.0.1): exit status 3' "$D/err" || fail "no summary line: $(cat "$D/err")"
+	# ranks on one host: no pointer to meshconfig doctor (integration/doctor
+	# checks it where ranks talk between hosts)
+	! grep -q "meshconfig doctor" "$D/err" || fail "a doctor hint for local ranks: $(cat "$D/err")"
 	check_no_process_left 7
 	;;
 signal_rank)
@@ -306,6 +309,37 @@ parity)
 		[ $rc = 0 ] && grep -qi "usage" "$D/out" && ! grep -q "all_sum =" "$D/out" ||
 			fail "$p --help: $rc $(head -3 "$D/out" "$D/err")"
 	done
+	;;
+same_way)
+	# every rank fails on its own, the same way (issue 37): a program whose
+	# shared library is gone exits 127 on all 4 ranks, within milliseconds of
+	# each other. Each rank's end is what it was (never "stopped by meshrun
+	# (exit status 127)"), and one line says that they all failed alike, with
+	# the first lines of the stderr and a hint naming meshrun's own flags.
+	command -v cc >/dev/null 2>&1 || { echo "SKIP: no C compiler (cc)"; exit 77; }
+	printf 'int gone(void) { return 0; }\n' >"$D/gone.c"
+	printf 'int gone(void);\nint main(void) { return gone(); }\n' >"$D/prog.c"
+	cc -shared -fPIC -o "$D/libi37gone.so" "$D/gone.c" && cc -o "$D/prog" "$D/prog.c" -L"$D" -li37gone ||
+		fail "cannot build the test program"
+	rm "$D/libi37gone.so"
+	"$MESHRUN" -n 4 -- "$D/prog" >"$D/out" 2>"$D/err"; rc=$?
+	[ $rc = 127 ] || fail "exit code $rc, expected 127: $(cat "$D/err")"
+	grep -Eq '^\[ERROR\] (every rank \(4 of 4\)|[2-4] of 4 ranks) failed the same way: exit status 127' "$D/err" ||
+		fail "no 'failed the same way' line: $(cat "$D/err")"
+	grep -q '^\[ERROR\]   | .*libi37gone.so' "$D/err" || fail "the stderr's first lines are not shown: $(cat "$D/err")"
+	grep -q 'stopped by meshrun (exit status 127)' "$D/err" && fail "a rank that exited 127 by itself is said to be stopped: $(cat "$D/err")"
+	grep -q '^\[ERROR\] hint: exit status 127 .* --env LD_LIBRARY_PATH' "$D/err" || fail "no hint: $(cat "$D/err")"
+	"$MESHRUN" --help | grep -q -- '--env' || fail "the hint's --env is not in --help"
+	# a rank that exits on its own while meshrun stops the others is said so
+	# (rank 1 fails once the others have their trap: a TERM before it would
+	# end them by the signal, which is "stopped by meshrun")
+	"$MESHRUN" -n 3 -- sh -c 'if [ "$MLX_RANK" = 1 ]; then
+		while ! [ -e "$0/ready0" ] || ! [ -e "$0/ready2" ]; do sleep 0.05; done; exit 3; fi
+		trap "exit 5" TERM; : >"$0/ready$MLX_RANK"; sleep 30 & wait' "$D" \
+		2>"$D/err"; rc=$?
+	[ $rc = 3 ] && grep -q '^\[ERROR\] rank 1 (127.0.0.1): exit status 3$' "$D/err" &&
+		grep -Eq '^\[ERROR\] rank [02] \(127.0.0.1\): exit status 5, as meshrun was stopping it after rank 1' "$D/err" ||
+		fail "own exit while stopping: $rc $(cat "$D/err")"
 	;;
 *)
 	fail "unknown case"

@@ -38,6 +38,8 @@
 #   probe    meshrun-rdma-probe under the layer and on plain soft-RoCE; its
 #            files load into the layer
 #   baddev   a device that does not exist, on rank 0, then on rank 1
+#   doctor   meshconfig doctor's rdma and path checks on the 4-rank mesh, then
+#            the port it names with a cable end down
 #
 # Every case runs through the real launcher, as a user would:
 #   meshrun --hostfile F --backend jaccl|jaccl-ring -- meshrun-allreduce-test ...
@@ -57,7 +59,7 @@ STAT=$BIN/meshsim-appleverbs-stat
 CASES=("$@") DEFAULTS=0
 [ ${#CASES[@]} -gt 0 ] || DEFAULTS=1 CASES=(layer mesh4@rxe mesh4@apple mesh4@uc-strict ring4x2@rxe ring4x2@apple
 	ring4x2@uc-strict shim@rxe shim@apple shim@uc-strict big@apple big@uc-strict rc@rc kill@apple
-	stop@apple pull@apple budget@apple noip@apple probe@apple baddev@rxe)
+	stop@apple pull@apple budget@apple noip@apple probe@apple baddev@rxe doctor@rxe)
 if [ $DEFAULTS = 1 ] && { [ ! -x "$BIN/mpishim-mlx-test" ] || [ ! -e "$BIN/../lib/libmeshrun-mpi.so" ]; }; then
 	# libmeshrun-mpi's check needs the C++ test program (no C++ compiler: not built)
 	echo "note: case shim left out: $BIN/mpishim-mlx-test or lib/libmeshrun-mpi.so is not built"
@@ -556,6 +558,40 @@ case_baddev() {
 		ok "nonexistent device on rank 0, then on rank 1: both ranks fail naming 'rxe_nope', meshrun exit 2 ($(since "$t0") s)"
 		cat "$T/bad0.err" "$T/bad1.err" | while IFS= read -r l; do [[ $l =~ rxe_nope ]] && echo "${l:0:200}"; done
 	else ko "baddev: meshrun exit $RC"; show bad0; show bad1; fi
+}
+
+# meshconfig doctor (issue 35) on the mesh's rxe devices, the ranks all here:
+# the rdma and path checks pass (the hostfile's devices exist, their ports are
+# active, GID 0 as the ranks use it, the queue pairs within max_qp, the jaccl
+# side channel's port reached), exit 0; one cable end down: the rdma column
+# fails with that port (code rdma-port-down), exit 1; up again.
+case_doctor() {
+	local t0=$EPOCHREALTIME mc=$BIN/meshconfig hf=$T/doctor4.json rc st i bad=0
+	mesh_cables 4 || { ko "doctor: mesh setup failed"; return; }
+	hostfile "$hf" jaccl 4 mesh_cell
+	"$mc" doctor --hostfile "$hf" --env MESHRUN_IB_GID_INDEX=0 --json >"$T/doctor.json" 2>"$T/doctor.err"
+	rc=$?
+	[ $rc = 0 ] && [ "$(jq -r '.hosts[0] | .rdma + " " + .path' "$T/doctor.json")" = "ok ok" ] &&
+		[ "$(jq '[.problems[] | select(.status == "fail")] | length' "$T/doctor.json")" = 0 ] || bad=1
+	ip link set m1_2 down
+	for ((i = 0; i < 100; i++)); do
+		read -r st <"/sys/class/infiniband/rxe_1_2/ports/1/state"
+		[ "$st" != "4: ACTIVE" ] && break
+		sleep 0.1
+	done
+	"$mc" doctor --hostfile "$hf" --env MESHRUN_IB_GID_INDEX=0 --json >"$T/doctor-down.json" 2>>"$T/doctor.err"
+	rc=$?
+	[ $rc = 1 ] && jq -e '.problems[] | select(.check == "rdma" and .code == "rdma-port-down" and (.what | test("rxe_1_2")))' \
+		"$T/doctor-down.json" >/dev/null || bad=1
+	ip link set m1_2 up
+	wait_ready rxe_1_2 || bad=1
+	if [ $bad = 0 ]; then
+		ok "meshconfig doctor on 12 rxe devices: rdma and path pass; with m1_2 down its port is named (rdma-port-down) ($(since "$t0") s)"
+	else
+		ko "doctor: exit $rc"
+		jq -c '.hosts, .problems' "$T/doctor.json" "$T/doctor-down.json" 2>&1 | head -20
+		tail -5 "$T/doctor.err"
+	fi
 }
 
 echo "== jaccl guest checks: ${CASES[*]} (kernel $(uname -r))"

@@ -24,7 +24,7 @@ esac
 if [ "$(id -u)" != 0 ]; then
 	echo "skip: the soft-RoCE tests need root (apt-get, QEMU with the host's / shared into the guest)"; exit 77
 fi
-for p in meshrun meshrun-allreduce-test; do
+for p in meshrun meshconfig meshrun-allreduce-test; do
 	[ -x "$BUILD/bin/$p" ] || { echo "error: $BUILD/bin/$p not built"; exit 1; }
 done
 # one guest per work directory at a time: one per build directory (named by a

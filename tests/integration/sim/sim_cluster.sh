@@ -42,6 +42,9 @@ check "h1: en0 has the management address" test "$(S h1 ipconfig getifaddr en0)"
 
 # The first cable between h1 and h2, and another cable of h1.
 "$MESHSIM" status $N >"$TMP/status"
+# without a name: one line per cluster that is up (issue 37)
+grep -Eq "^$N: [0-9]+ hosts, " <("$MESHSIM" status) && ok "status without a name lists the cluster" ||
+	fail "status without a name lists the cluster: $("$MESHSIM" status 2>&1 | head -3)"
 cable=$(grep -E '^  h1:[^ ]+ <-> h2:' "$TMP/status" | head -1)
 other=$(grep -E '^  h1:[^ ]+ <-> h[34]:' "$TMP/status" | head -1)
 IF1=$(echo "$cable" | sed -E 's/^  h1:([^ ]+) <-> h2:(.*)$/\1/')
