@@ -14,6 +14,7 @@
 #include "sim/appleverbs/rules.h"
 #include "sim/appleverbs/state.h"
 #include "common/errname.h"
+#include "common/num.h"
 #include "meshrun/err.h"
 
 #include <arpa/inet.h>
@@ -86,6 +87,7 @@ struct lqp {
 	uint32_t peer_pid;
 	bool peer_dead_seen;
 	bool broken;                        /* a length error put it in error */
+	uint64_t sent;                      /* SENDs that left (MESHSIM_APPLE_LOSE) */
 	struct held *held;                  /* apple: SENDs waiting for the peer's RECVs */
 	size_t hhead, hn, hcap;
 	struct lqp *next;
@@ -102,6 +104,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static bool ready;                          /* rules and table loaded */
 static bool logging;
+static uint64_t lose_nth;           /* MESHSIM_APPLE_LOSE, 0: none */
 static struct av_rules rules;
 static struct av_shared *shm;
 static struct lctx *ctxs;
@@ -142,9 +145,13 @@ static void init(void)
 {
 	struct meshrun_err err = MESHRUN_ERR_INIT;
 	const char *mode = getenv(AV_ENV_MODE), *path = getenv(AV_ENV_RULES), *st = getenv(AV_ENV_STATE);
-	const char *lg = getenv(AV_ENV_LOG);
+	const char *lg = getenv(AV_ENV_LOG), *lose = getenv(AV_ENV_LOSE);
 
 	logging = lg && strcmp(lg, "1") == 0;
+	if (lose && *lose && mr_parse_u64(lose, 1, UINT32_MAX, &lose_nth) < 0) {
+		say("meshsim-appleverbs: %s='%s': expected a count of SENDs: no RDMA device will open", AV_ENV_LOSE, lose);
+		return;
+	}
 	*(void **)&real.get_device_list = sym("ibv_get_device_list");
 	*(void **)&real.get_device_name = sym("ibv_get_device_name");
 	*(void **)&real.open_device = sym("ibv_open_device");
@@ -404,6 +411,14 @@ static int try_send(struct lqp *q, struct ibv_send_wr *wr)
 			refuse(AV_STAT_len_mismatch, EINVAL, "a SEND of %u bytes into a RECV of %u on QP %u of '%s'", len, rlen, q->qp->qp_num, q->c->name);
 			q->broken = true;
 			add_wc(q->qp->send_cq, wr, q->qp->qp_num, IBV_WC_LOC_LEN_ERR);
+			return 1;
+		}
+		if (++q->sent == lose_nth) {
+			/* lost on the cable: it left (its completion says so), nothing
+			 * arrives, the peer's RECV waits for the next SEND */
+			av_stat_add(shm, AV_STAT_lost);
+			if (wr->send_flags & IBV_SEND_SIGNALED)
+				add_wc(q->qp->send_cq, wr, q->qp->qp_num, IBV_WC_SUCCESS);
 			return 1;
 		}
 		__atomic_store_n(&shm->qps[q->peer].delivered, shm->qps[q->peer].delivered + 1, __ATOMIC_RELEASE);

@@ -49,6 +49,10 @@
  *   MESHSIM_APPLE_RULES   the rules file (default: the tree's apple-rules.json)
  *   MESHSIM_APPLE_STATE   the shared table (default /dev/shm/meshsim-appleverbs)
  *   MESHSIM_APPLE_LOG     1: one line on stderr for every refusal
+ *   MESHSIM_APPLE_LOSE    N: the Nth SEND that leaves on each QP is lost on
+ *                         the cable (a fault for tests: its sender sees it
+ *                         complete, the peer's RECV stays posted for the
+ *                         next one; counted as lost)
  * A rules file that does not load, or a table that cannot be mapped, is
  * reported once on stderr and then no device opens (ibv_get_device_list
  * returns NULL, errno EINVAL): nothing runs silently without the rules.
@@ -64,5 +68,6 @@
 #define AV_ENV_RULES "MESHSIM_APPLE_RULES"
 #define AV_ENV_STATE "MESHSIM_APPLE_STATE"
 #define AV_ENV_LOG "MESHSIM_APPLE_LOG"
+#define AV_ENV_LOSE "MESHSIM_APPLE_LOSE"
 
 #endif

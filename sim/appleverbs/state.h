@@ -28,7 +28,7 @@
 #include "common/compat.h"
 
 #define AV_STATE_DEFAULT "/dev/shm/meshsim-appleverbs"
-#define AV_STATE_MAGIC 0x41565331u /* "AVS1" */
+#define AV_STATE_MAGIC 0x41565332u /* "AVS2": the lost counter */
 #define AV_MAX_DEV 256
 #define AV_MAX_QP 1024
 #define AV_MAX_MR 4096
@@ -53,6 +53,7 @@
 	X(sends, "SENDs posted")                                                            \
 	X(held, "SENDs that had to wait for the peer's RECV (apple)")                       \
 	X(drops, "SENDs posted while the peer had no RECV for them (uc-strict: lost)")      \
+	X(lost, "SENDs lost on purpose (MESHSIM_APPLE_LOSE)")                               \
 	X(to_dead_peer, "SENDs to a QP whose process is gone")
 
 enum av_stat_id {
