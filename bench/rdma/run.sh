@@ -8,6 +8,8 @@
 #   e.g. bench/rdma/run.sh --build build --bw-size 4M --bw-iters 3
 #   libmeshrun-mpi (MLX's mpi calls) against libmeshrun's own jaccl:
 #   bench/rdma/run.sh --build build --rows jaccl,shim --lat-size 1M --bw-size 16M --lat-iters 5
+#   UC against RC queue pairs and the frame sizes (MESHRUN_JACCL_QP, _FRAME):
+#   bench/rdma/run.sh --build build --qps uc,rc --frames 4K,16K,64K,128K,256K,512K --bw-size 4M
 # Needs root (QEMU with the host's / shared into the guest); DIR must hold
 # bin/meshrun, bin/bench-rdma-allsum (cmake --build DIR --target meshrun_cli
 # bench-rdma-allsum; the shim row also mpishim-mlx-test and lib/libmeshrun-mpi).
@@ -17,7 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 BUILD=$SRC/build
 if [ "${1:-}" = --build ]; then BUILD=$(readlink -f "$2"); shift 2; fi
-case "${1:-}" in -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
+case "${1:-}" in -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
 for p in meshrun bench-rdma-allsum; do
 	[ -x "$BUILD/bin/$p" ] || { echo "run.sh: $BUILD/bin/$p is not built" >&2; exit 2; }
 done

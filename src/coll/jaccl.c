@@ -19,7 +19,8 @@
  *   in that direction, so all 2K rings move at once over all cables. Each
  *   block's sum is formed by one rank and then copied: bit-identical results.
  *   send/recv only between neighbours.
- * Every transfer is pipelined in chunks sized from the message (jaccl_verbs.c).
+ * Every transfer moves in frames of the group's frame size, under credits
+ * (jaccl_frames.c).
  * After a failure the group is broken: every later call returns the first
  * error, and the other ranks are told through the side channel.
  */
@@ -521,6 +522,8 @@ static int j_init(struct meshrun_group *g, unsigned flags, struct meshrun_err *e
 	if (rc < 0)
 		goto out_free;
 	rc = mr_jaccl_verbs_setup(J, &m, &env, err);
+	if (rc == 0)
+		rc = mr_jaccl_side_watch(&J->side, err);
 	if (rc < 0)
 		goto out_free;
 	g->rank = J->rank;

@@ -1,12 +1,14 @@
 /*
- * jaccl_cfg.c - the JACCL backend's environment, device matrix and chunk
- * arithmetic (pure functions, no verbs: unit tested in test_jaccl_cfg.c).
+ * jaccl_cfg.c - the JACCL backend's environment, device matrix, frame header
+ * and frame arithmetic (pure functions, no verbs: unit tested in
+ * test_jaccl_cfg.c).
  */
 #include "common/compat.h"
 #include "common/envmap.h"
 #include "coll/jaccl.h"
 #include "coll/mesh_plan.h"
 #include "coll/env.h"
+#include "coll/le.h"
 #include "common/err.h"
 #include "common/num.h"
 
@@ -230,19 +232,68 @@ int mr_jaccl_env_read(struct mr_jaccl_env *e, struct meshrun_err *err)
 	v = getenv(MR_ENV(MESHRUN_IB_GID_INDEX));
 	if (v && *v && mr_parse_int(v, 0, 255, &e->gid_index) < 0)
 		return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_IB_GID_INDEX='%s': expected an integer in 0..255", v);
+	v = getenv(MR_ENV(MESHRUN_JACCL_QP));
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		e->qp = MR_JACCL_QP_AUTO;
+	else if (strcmp(v, "uc") == 0)
+		e->qp = MR_JACCL_QP_UC;
+	else if (strcmp(v, "rc") == 0)
+		e->qp = MR_JACCL_QP_RC;
+	else
+		return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_JACCL_QP='%s': expected auto, uc or rc", v);
+	e->frame = MR_JACCL_FRAME_DEFAULT;
+	v = getenv(MR_ENV(MESHRUN_JACCL_FRAME));
+	if (v && *v) {
+		uint64_t f = 0;
+		if (mr_parse_size(v, MR_JACCL_FRAME_MAX, &f) < 0 || f < MR_JACCL_FRAME_MIN || (f & (f - 1)))
+			return mr_err_set(err, MESHRUN_E_PARSE, "jaccl: MESHRUN_JACCL_FRAME='%s': expected a power of two from 4K to 512K (frames above 4K need macOS 26.3 or later on Macs)", v);
+		e->frame = (uint32_t)f;
+	}
 	rc = mr_env_timeout_ms(&e->timeout_ms, err);
 	if (rc < 0)
 		return rc;
 	return mr_env_job_token("jaccl", e->token, sizeof(e->token), &e->token_len, err);
 }
 
-size_t mr_jaccl_chunk_size(size_t bytes)
+void mr_jaccl_fhdr_encode(const struct mr_jaccl_fhdr *h, unsigned char *p)
 {
-	size_t c = MR_JACCL_MIN_CHUNK;
+	p[0] = MR_JACCL_MAGIC;
+	p[1] = (unsigned char)h->type;
+	p[2] = 0;
+	p[3] = 0;
+	mr_put_le32(p + 4, h->seq);
+	mr_put_le32(p + 8, h->credit);
+	mr_put_le32(p + 12, h->len);
+}
 
-	while (c < MR_JACCL_MAX_CHUNK && c * 2 <= bytes / 2)
-		c *= 2;
-	return c;
+int mr_jaccl_fhdr_decode(const unsigned char *p, uint32_t frame, struct mr_jaccl_fhdr *h,
+			 struct meshrun_err *err)
+{
+	if (p[0] != MR_JACCL_MAGIC || p[2] || p[3])
+		return mr_err_set(err, MESHRUN_E_PROTO, "a frame without jaccl's header (bytes %02x %02x %02x %02x)", p[0], p[1], p[2], p[3]);
+	h->type = p[1];
+	h->seq = mr_get_le32(p + 4);
+	h->credit = mr_get_le32(p + 8);
+	h->len = mr_get_le32(p + 12);
+	if (h->type == MR_JF_DATA && (h->len == 0 || h->len > frame - MR_JACCL_HDR))
+		return mr_err_set(err, MESHRUN_E_PROTO, "frame %u carries %u bytes, outside 1..%u", h->seq, h->len, frame - MR_JACCL_HDR);
+	if (h->type == MR_JF_CREDIT && h->len)
+		return mr_err_set(err, MESHRUN_E_PROTO, "credit frame %u carries %u bytes", h->seq, h->len);
+	if (h->type != MR_JF_DATA && h->type != MR_JF_CREDIT)
+		return mr_err_set(err, MESHRUN_E_PROTO, "frame %u of unknown type %u", h->seq, h->type);
+	return 0;
+}
+
+size_t mr_jaccl_payload(uint32_t frame)
+{
+	return frame - MR_JACCL_HDR;
+}
+
+int mr_jaccl_depth(uint32_t frame)
+{
+	uint32_t d = (512u * 1024u) / frame;
+
+	return (int)MR_MAX(4u, MR_MIN(32u, d));
 }
 
 size_t mr_jaccl_nchunks(size_t bytes, size_t chunk)

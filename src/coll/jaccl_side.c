@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -479,8 +480,11 @@ int mr_jaccl_side_open(struct mr_jaccl_side *s, int rank, int size, const char *
 	return rc;
 }
 
+static void watch_stop(struct mr_jaccl_side *s);
+
 void mr_jaccl_side_close(struct mr_jaccl_side *s)
 {
+	watch_stop(s);
 	if (s->fd)
 		for (int i = 0; i < s->size; i++)
 			mr_close(&s->fd[i]);
@@ -629,16 +633,14 @@ void mr_jaccl_side_fail(struct mr_jaccl_side *s, const char *msg)
 	s->aborted = true;
 }
 
-void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg)
+/* Send an abort to every other rank this one is connected to (caller holds mu when watching). */
+static void abort_all(struct mr_jaccl_side *s, const char *msg, int except)
 {
 	unsigned char hdr[MR_FRAME_HDR];
 	size_t len = MR_MIN(strlen(msg), (size_t)MR_FRAME_MAX_ABORT);
 
-	if (!s->fd || s->aborted)
-		return;
-	s->aborted = true;
 	for (int r = 0; r < s->size; r++) {
-		if (s->fd[r] < 0 || s->gone[r])
+		if (s->fd[r] < 0 || r == except || atomic_load_explicit(&s->gone[r], memory_order_relaxed))
 			continue;
 		struct mr_frame_hdr f = { MR_FRAME_ABORT, (uint32_t)s->rank, (uint32_t)r, len };
 		mr_frame_encode(&f, hdr);
@@ -648,30 +650,323 @@ void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg)
 	}
 }
 
-int mr_jaccl_side_event(struct mr_jaccl_side *s, int idx, int *gone, struct meshrun_err *err)
+void mr_jaccl_side_abort(struct mr_jaccl_side *s, const char *msg)
 {
-	struct mr_frame_hdr f;
-	unsigned char *data = NULL;
-	char w[32];
-	struct meshrun_err e = MESHRUN_ERR_INIT;
-	int rc = recv_frame(s, s->fd[idx], &f, &data, MR_FRAME_MAX_ABORT, mr_now_ms() + 2000,
-			    who(idx, w, sizeof(w)), &e);
+	if (!s->fd)
+		return;
+	if (s->watching)
+		pthread_mutex_lock(&s->mu);
+	if (!s->aborted) {
+		s->aborted = true;
+		abort_all(s, msg, -1);
+	}
+	if (s->watching)
+		pthread_mutex_unlock(&s->mu);
+}
 
+/* ------------------------------------------------------------ watch mode */
+
+/* Notices rank 0 and the others exchange in watch mode, as MR_FRAME_MSG. */
+#define NOTE_LEFT 'L'   /* + u32 rank: that rank closed its side channel */
+#define NOTE_STALL 'S'  /* + i32 peer + device name: waits on peer (-1: no more) */
+
+static int hb_ms(const struct mr_jaccl_side *s)
+{
+	return (int)MR_MAX((int64_t)50, MR_MIN(s->timeout_ms / 8, (int64_t)1000));
+}
+
+static void wake_sleepers(struct mr_jaccl_side *s)
+{
+	char c = 1;
+	ssize_t n = write(s->wake[1], &c, 1); /* a full pipe already wakes them */
+	(void)n;
+}
+
+/* The group's failure, once; tell: pass it to every other rank (but except). */
+static void set_verdict(struct mr_jaccl_side *s, const char *msg, bool tell, int except)
+{
+	pthread_mutex_lock(&s->mu);
+	if (!s->verdict[0]) {
+		snprintf(s->verdict, sizeof(s->verdict), "%s", msg);
+		if (tell && !s->aborted) {
+			s->aborted = true;
+			abort_all(s, msg, except);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	wake_sleepers(s);
+}
+
+/* A notice to rank r (caller holds mu). */
+static void send_note(struct mr_jaccl_side *s, int r, const unsigned char *note, size_t len)
+{
+	char w[32];
+
+	(void)send_frame(s->fd[r], MR_FRAME_MSG, (uint32_t)s->rank, (uint32_t)r, note, len,
+			 who(r, w, sizeof(w)), NULL);
+}
+
+/* Rank r's socket closed (or broke): it has left; rank 0 tells the others. */
+static void left(struct mr_jaccl_side *s, int r)
+{
+	unsigned char note[5] = { NOTE_LEFT };
+
+	pthread_mutex_lock(&s->mu);
+	mr_close(&s->fd[r]);
+	atomic_store_explicit(&s->gone[r], true, memory_order_release);
+	mr_put_le32(note + 1, (uint32_t)r);
+	for (int k = 1; s->rank == 0 && k < s->size; k++)
+		if (s->fd[k] >= 0)
+			send_note(s, k, note, sizeof(note));
+	pthread_mutex_unlock(&s->mu);
+	wake_sleepers(s);
+}
+
+/* Rank 0: two ranks that wait on each other name the cable between them. */
+static void check_mutual(struct mr_jaccl_side *s)
+{
+	char msg[MESHRUN_ERR_MSG_MAX] = "";
+
+	pthread_mutex_lock(&s->mu);
+	for (int a = 0; a < s->size && !msg[0]; a++) {
+		int b = s->stall[a].peer;
+		if (b > a && b < s->size && s->stall[b].peer == a)
+			snprintf(msg, sizeof(msg), "jaccl: rank %d (device '%s') and rank %d (device '%s') wait on each other while both still answer on the side channel: the cable between them is down or lost frames", a, s->stall[a].dev, b, s->stall[b].dev);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (msg[0])
+		set_verdict(s, msg, true, -1);
+}
+
+static void record_stall(struct mr_jaccl_side *s, int r, int peer, const char *dev, size_t len)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stall[r].peer = peer >= 0 && peer < s->size ? peer : -1;
+	snprintf(s->stall[r].dev, sizeof(s->stall[r].dev), "%.*s", (int)MR_MIN(len, sizeof(s->stall[r].dev) - 1), dev);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Read one frame from rank r (readable) and act on it. */
+static void watch_read(struct mr_jaccl_side *s, int r)
+{
+	unsigned char hdr[MR_FRAME_HDR], *data = NULL;
+	struct mr_frame_hdr f;
+	char w[32];
+	int64_t deadline = mr_now_ms() + 500; /* a frame comes whole; this bounds watch_stop */
+	int rc = read_deadline(s->fd[r], hdr, sizeof(hdr), deadline, who(r, w, sizeof(w)), NULL);
+
+	if (rc == 0)
+		rc = mr_frame_decode(hdr, (uint32_t)s->size, &f, NULL);
+	if (rc == 0 && f.len > MR_FRAME_MAX_ABORT)
+		rc = MESHRUN_E_PROTO;
+	if (rc == 0 && !(data = malloc((size_t)f.len + 1)))
+		return; /* try again on the next round */
+	if (rc == 0)
+		rc = read_deadline(s->fd[r], data, (size_t)f.len, deadline, w, NULL);
 	if (rc < 0) {
-		free(data);
 		/* EOF, reset or garbage: that rank is gone for us */
-		mr_close(&s->fd[idx]);
-		s->gone[idx] = true;
-		*gone = idx;
-		return 1;
-	}
-	if (f.type != MR_FRAME_ABORT) {
 		free(data);
-		return mr_err_set(err, MESHRUN_E_PROTO, "jaccl side channel: unexpected message from rank %d during a collective", idx);
+		left(s, r);
+		return;
 	}
-	if (s->rank == 0)
-		mr_jaccl_side_abort(s, (const char *)data);
-	rc = mr_err_set(err, MESHRUN_E_PEER, "%s", (const char *)data);
+	data[f.len] = '\0';
+	s->last_rx[r] = mr_now_ms();
+	if (f.type == MR_FRAME_ABORT) {
+		set_verdict(s, (const char *)data, s->rank == 0, r);
+	} else if (f.type == MR_FRAME_MSG && f.len >= 5 && data[0] == NOTE_LEFT && s->rank != 0) {
+		uint32_t k = mr_get_le32(data + 1);
+		if (k < (uint32_t)s->size) {
+			atomic_store_explicit(&s->gone[k], true, memory_order_release);
+			wake_sleepers(s);
+		}
+	} else if (f.type == MR_FRAME_MSG && f.len >= 5 && data[0] == NOTE_STALL && s->rank == 0) {
+		record_stall(s, r, (int)(int32_t)mr_get_le32(data + 1), (const char *)data + 5, (size_t)f.len - 5);
+		check_mutual(s);
+	}
 	free(data);
+}
+
+/* Heartbeats to every rank this one talks to; a failed send is a departure. */
+static void heartbeat(struct mr_jaccl_side *s)
+{
+	unsigned char hdr[MR_FRAME_HDR];
+
+	for (int r = 0; r < s->size; r++) {
+		bool broke = false;
+		pthread_mutex_lock(&s->mu);
+		if (s->fd[r] >= 0) {
+			struct mr_frame_hdr f = { MR_FRAME_HB, (uint32_t)s->rank, (uint32_t)r, 0 };
+			mr_frame_encode(&f, hdr);
+			broke = write_all(s->fd[r], hdr, sizeof(hdr), "a peer", NULL) < 0;
+		}
+		pthread_mutex_unlock(&s->mu);
+		if (broke)
+			left(s, r);
+	}
+}
+
+/* A rank this one talks to that sent nothing for half the timeout. */
+static void check_silence(struct mr_jaccl_side *s, int64_t now)
+{
+	int64_t quiet = s->timeout_ms / 2;
+
+	for (int r = 0; r < s->size; r++) {
+		if (s->fd[r] < 0 || now - s->last_rx[r] <= quiet)
+			continue;
+		char msg[MESHRUN_ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "jaccl: rank %d: rank %d showed no sign of life for %lld ms (stopped, hung, or its host cut off from rank 0's side channel)", s->rank, r, (long long)(now - s->last_rx[r]));
+		set_verdict(s, msg, true, r);
+		return;
+	}
+}
+
+static void *watch_main(void *arg)
+{
+	struct mr_jaccl_side *s = arg;
+	struct pollfd *pfd = calloc((size_t)s->size + 1, sizeof(*pfd));
+	int *rank_of = calloc((size_t)s->size + 1, sizeof(*rank_of));
+	int64_t next_hb = mr_now_ms();
+
+	if (!pfd || !rank_of) {
+		set_verdict(s, "jaccl: the side channel's watcher is out of memory", true, -1);
+		free(pfd);
+		free(rank_of);
+		return NULL;
+	}
+	for (;;) {
+		int n = 0;
+		pfd[n++] = (struct pollfd){ s->stop[0], POLLIN, 0 };
+		for (int r = 0; r < s->size; r++) {
+			if (s->fd[r] < 0)
+				continue;
+			rank_of[n] = r;
+			pfd[n++] = (struct pollfd){ s->fd[r], POLLIN, 0 };
+		}
+		int rc = poll(pfd, (nfds_t)n, (int)MR_MAX(next_hb - mr_now_ms(), (int64_t)0));
+		if (rc < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents)
+			break;
+		for (int k = 1; rc > 0 && k < n; k++)
+			if (pfd[k].revents && s->fd[rank_of[k]] >= 0)
+				watch_read(s, rank_of[k]);
+		int64_t now = mr_now_ms();
+		if (now >= next_hb) {
+			heartbeat(s);
+			next_hb = now + hb_ms(s);
+		}
+		pthread_mutex_lock(&s->mu);
+		bool settled = s->verdict[0] != '\0';
+		pthread_mutex_unlock(&s->mu);
+		if (!settled)
+			check_silence(s, now);
+	}
+	free(pfd);
+	free(rank_of);
+	return NULL;
+}
+
+int mr_jaccl_side_watch(struct mr_jaccl_side *s, struct meshrun_err *err)
+{
+	int rc;
+
+	s->last_rx = calloc((size_t)s->size, sizeof(*s->last_rx));
+	s->stall = calloc((size_t)s->size, sizeof(*s->stall));
+	if (!s->last_rx || !s->stall) {
+		rc = mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
+		goto out_free;
+	}
+	for (int r = 0; r < s->size; r++) {
+		s->last_rx[r] = mr_now_ms();
+		s->stall[r].peer = -1;
+	}
+	if (mr_pipe_cloexec(s->stop) < 0) {
+		rc = mr_err_sys(err, "jaccl: pipe");
+		goto out_free;
+	}
+	if (mr_pipe_cloexec(s->wake) < 0) {
+		rc = mr_err_sys(err, "jaccl: pipe");
+		goto out_close_stop;
+	}
+	mr_set_nonblock(s->wake[0], true);
+	mr_set_nonblock(s->wake[1], true);
+	pthread_mutex_init(&s->mu, NULL);
+	s->watching = true;
+	rc = pthread_create(&s->thread, NULL, watch_main, s);
+	if (rc == 0)
+		return 0;
+	s->watching = false;
+	pthread_mutex_destroy(&s->mu);
+	rc = mr_err_errno(err, rc, MESHRUN_E_SYS, "jaccl: pthread_create");
+	mr_close(&s->wake[0]);
+	mr_close(&s->wake[1]);
+out_close_stop:
+	mr_close(&s->stop[0]);
+	mr_close(&s->stop[1]);
+out_free:
+	MR_FREE(s->last_rx);
+	MR_FREE(s->stall);
 	return rc;
+}
+
+static void watch_stop(struct mr_jaccl_side *s)
+{
+	char c = 1;
+
+	if (!s->watching)
+		return;
+	if (write(s->stop[1], &c, 1) == 1)
+		pthread_join(s->thread, NULL);
+	s->watching = false;
+	pthread_mutex_destroy(&s->mu);
+	mr_close(&s->stop[0]);
+	mr_close(&s->stop[1]);
+	mr_close(&s->wake[0]);
+	mr_close(&s->wake[1]);
+	MR_FREE(s->last_rx);
+	MR_FREE(s->stall);
+}
+
+int mr_jaccl_side_failed(struct mr_jaccl_side *s, struct meshrun_err *err)
+{
+	int rc = 0;
+
+	if (!s->watching)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	if (s->verdict[0])
+		rc = mr_err_set(err, MESHRUN_E_PEER, "%s", s->verdict);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+bool mr_jaccl_side_gone(const struct mr_jaccl_side *s, int r)
+{
+	return atomic_load_explicit(&s->gone[r], memory_order_acquire);
+}
+
+int mr_jaccl_side_wake_fd(const struct mr_jaccl_side *s)
+{
+	return s->watching ? s->wake[0] : -1;
+}
+
+void mr_jaccl_side_stall(struct mr_jaccl_side *s, int peer, const char *dev)
+{
+	unsigned char note[5 + MR_JACCL_DEVNAME_MAX] = { NOTE_STALL };
+	size_t len = strlen(dev);
+
+	if (!s->watching)
+		return;
+	if (s->rank == 0) {
+		record_stall(s, 0, peer, dev, len);
+		check_mutual(s);
+		return;
+	}
+	len = MR_MIN(len, (size_t)MR_JACCL_DEVNAME_MAX - 1);
+	mr_put_le32(note + 1, (uint32_t)peer);
+	memcpy(note + 5, dev, len);
+	pthread_mutex_lock(&s->mu);
+	if (s->fd[0] >= 0)
+		send_note(s, 0, note, 5 + len);
+	pthread_mutex_unlock(&s->mu);
 }

@@ -87,7 +87,16 @@
 	  "as `MLX_JACCL_RING`")                                   \
 	X(JACCL_RANK, "", "jaccl", "", "rank (before `MLX_RANK`)")                              \
 	X(MESHRUN_IB_GID_INDEX, "", "jaccl", "",                                                \
-	  "GID index when the interface has no IPv4-mapped GID")                                \
+	  "GID index to use instead of the IPv4-mapped GID (which jaccl looks for otherwise, "  \
+	  "and without which it fails naming the interface to give an IPv4 address); an "       \
+	  "escape hatch, e.g. `0` for soft-RoCE devices in one network namespace (on a Mac "    \
+	  "index 0 is link-local and fails)")                                                   \
+	X(MESHRUN_JACCL_QP, "", "jaccl", "",                                                    \
+	  "queue-pair type: `auto` (default: UC, all Apple's Thunderbolt driver has), `uc` or " \
+	  "`rc` (where a device has reliable connections); the same on every rank")             \
+	X(MESHRUN_JACCL_FRAME, "", "jaccl", "",                                                 \
+	  "bytes per RDMA SEND and RECV: a power of two from `4K` (default) to `512K`; frames " \
+	  "above 4K need macOS 26.3 or later on Macs; the same on every rank")                  \
 	X(MESHSIM_PRETEND_RDMA, "", "jaccl", "",                                                \
 	  "set by `meshsim up --pretend-rdma` on simulated hosts: the error for a missing RDMA " \
 	  "device names that flag")                                                             \

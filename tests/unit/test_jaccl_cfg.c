@@ -1,6 +1,7 @@
-/* Unit tests for src/coll/jaccl_cfg.c: the MLX_IBV_DEVICES matrix, mesh/ring validity, env, chunks. */
+/* Unit tests for src/coll/jaccl_cfg.c: the MLX_IBV_DEVICES matrix, mesh/ring validity, env, frames. */
 #include "common/compat.h"
 #include "coll/jaccl.h"
+#include "common/err.h"
 #include "meshrun/err.h"
 
 #include <setjmp.h>
@@ -147,6 +148,43 @@ static void test_env(void **state)
 	assert_string_equal(e.coordinator, "10.0.0.9:6000");
 	assert_true(e.prefer_ring);
 	assert_int_equal(e.gid_index, 3);
+	assert_int_equal(e.qp, MR_JACCL_QP_AUTO);
+	assert_int_equal(e.frame, MR_JACCL_FRAME_DEFAULT);
+
+	/* queue-pair type and frame size */
+	static const struct {
+		const char *qp, *frame;
+		int want_qp;
+		uint32_t want_frame;
+	} ok[] = {
+		{ "uc", "4K", MR_JACCL_QP_UC, 4096 },
+		{ "rc", "65536", MR_JACCL_QP_RC, 65536 },
+		{ "auto", "512K", MR_JACCL_QP_AUTO, 524288 },
+		{ "", "", MR_JACCL_QP_AUTO, 4096 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		setenv("MESHRUN_JACCL_QP", ok[i].qp, 1);
+		setenv("MESHRUN_JACCL_FRAME", ok[i].frame, 1);
+		assert_int_equal(mr_jaccl_env_read(&e, &err), 0);
+		assert_int_equal(e.qp, ok[i].want_qp);
+		assert_int_equal(e.frame, ok[i].want_frame);
+	}
+	static const char *const bad_frames[] = { "2K", "1M", "6K", "4097", "x", "-4K" };
+	setenv("MESHRUN_JACCL_QP", "uc", 1);
+	for (size_t i = 0; i < ARRAY_SIZE(bad_frames); i++) {
+		setenv("MESHRUN_JACCL_FRAME", bad_frames[i], 1);
+		mr_err_clear(&err);
+		assert_int_equal(mr_jaccl_env_read(&e, &err), MESHRUN_E_PARSE);
+		assert_non_null(strstr(err.msg, "MESHRUN_JACCL_FRAME"));
+		assert_non_null(strstr(err.msg, bad_frames[i]));
+	}
+	unsetenv("MESHRUN_JACCL_FRAME");
+	setenv("MESHRUN_JACCL_QP", "ud", 1);
+	mr_err_clear(&err);
+	assert_int_equal(mr_jaccl_env_read(&e, &err), MESHRUN_E_PARSE);
+	assert_non_null(strstr(err.msg, "MESHRUN_JACCL_QP='ud'"));
+	unsetenv("MESHRUN_JACCL_QP");
+	mr_err_clear(&err);
 
 	setenv("JACCL_RANK", "x1", 1);
 	assert_int_equal(mr_jaccl_env_read(&e, &err), MESHRUN_E_PARSE);
@@ -158,31 +196,59 @@ static void test_env(void **state)
 	unsetenv("MESHRUN_IB_GID_INDEX");
 }
 
-static void test_chunks(void **state)
+static void test_frames(void **state)
 {
+	unsigned char p[MR_JACCL_HDR];
+	struct mr_jaccl_fhdr h = { MR_JF_DATA, 0xfffffffeu, 77, 4080 }, g;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+
 	(void)state;
-	assert_int_equal(mr_jaccl_chunk_size(0), MR_JACCL_MIN_CHUNK);
-	assert_int_equal(mr_jaccl_chunk_size(1), MR_JACCL_MIN_CHUNK);
-	assert_int_equal(mr_jaccl_chunk_size(16384), 8192);
-	assert_int_equal(mr_jaccl_chunk_size(16383), 4096);
-	assert_int_equal(mr_jaccl_chunk_size(64u << 20), MR_JACCL_MAX_CHUNK);
-	for (size_t b = 0; b < (1u << 22); b = b * 3 + 1) {
-		size_t c = mr_jaccl_chunk_size(b);
-		assert_true(c >= MR_JACCL_MIN_CHUNK && c <= MR_JACCL_MAX_CHUNK && c % 8 == 0);
-		assert_true(c == MR_JACCL_MIN_CHUNK || 2 * c <= b); /* >= 2 chunks in flight */
-		size_t n = mr_jaccl_nchunks(b, c);
-		assert_true(n * c >= b && (n == 0 || (n - 1) * c < b));
+	/* payload: whole elements of every dtype, and room for the header */
+	for (uint32_t f = MR_JACCL_FRAME_MIN; f <= MR_JACCL_FRAME_MAX; f *= 2) {
+		assert_int_equal(mr_jaccl_payload(f), f - MR_JACCL_HDR);
+		assert_int_equal(mr_jaccl_payload(f) % 16, 0);
+		int d = mr_jaccl_depth(f);
+		assert_true(d >= 4 && d <= 32);
 	}
-	assert_int_equal(mr_jaccl_nchunks(0, 4096), 0);
+	assert_int_equal(mr_jaccl_depth(4096), 32);
+	assert_int_equal(mr_jaccl_depth(524288), 4);
+	assert_int_equal(mr_jaccl_nchunks(0, 4080), 0);
+	assert_int_equal(mr_jaccl_nchunks(1, 4080), 1);
+	assert_int_equal(mr_jaccl_nchunks(4080, 4080), 1);
+	assert_int_equal(mr_jaccl_nchunks(4081, 4080), 2);
+	/* the header round-trips, little-endian */
+	mr_jaccl_fhdr_encode(&h, p);
+	assert_int_equal(p[0], MR_JACCL_MAGIC);
+	assert_int_equal(p[4], 0xfe);
+	assert_int_equal(mr_jaccl_fhdr_decode(p, 4096, &g, &err), 0);
+	assert_int_equal(g.type, MR_JF_DATA);
+	assert_int_equal(g.seq, 0xfffffffeu);
+	assert_int_equal(g.credit, 77);
+	assert_int_equal(g.len, 4080);
+	/* refused: too long for the frame, empty data, credit with payload, bad magic or type */
+	static const struct mr_jaccl_fhdr bad[] = {
+		{ MR_JF_DATA, 1, 1, 4081 }, { MR_JF_DATA, 1, 1, 0 }, { MR_JF_CREDIT, 1, 1, 8 }, { 7, 1, 1, 0 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		mr_jaccl_fhdr_encode(&bad[i], p);
+		mr_err_clear(&err);
+		assert_int_equal(mr_jaccl_fhdr_decode(p, 4096, &g, &err), MESHRUN_E_PROTO);
+	}
+	mr_jaccl_fhdr_encode(&h, p);
+	p[0] = 0;
+	assert_int_equal(mr_jaccl_fhdr_decode(p, 4096, &g, &err), MESHRUN_E_PROTO);
+	h.len = 8192 - 16;
+	mr_jaccl_fhdr_encode(&h, p);
+	assert_int_equal(mr_jaccl_fhdr_decode(p, 8192, &g, &err), 0);
 	/* split: pieces tile [0, count) in order, sizes differ by at most one */
 	static const size_t counts[] = { 0, 1, 3, 4, 5, 7, 12345, 1u << 20 };
 	static const size_t parts[] = { 1, 2, 3, 4, 5, 8, 64 };
 	for (size_t i = 0; i < ARRAY_SIZE(counts); i++) {
 		for (size_t j = 0; j < ARRAY_SIZE(parts); j++) {
 			size_t next = 0, lo = SIZE_MAX, hi = 0;
-			for (size_t p = 0; p < parts[j]; p++) {
+			for (size_t q = 0; q < parts[j]; q++) {
 				size_t off, n;
-				mr_jaccl_split(counts[i], parts[j], p, &off, &n);
+				mr_jaccl_split(counts[i], parts[j], q, &off, &n);
 				assert_int_equal(off, next);
 				next += n;
 				lo = MR_MIN(lo, n);
@@ -201,7 +267,7 @@ int main(void)
 		cmocka_unit_test(test_rings),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_env),
-		cmocka_unit_test(test_chunks),
+		cmocka_unit_test(test_frames),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

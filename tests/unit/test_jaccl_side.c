@@ -400,6 +400,146 @@ static void test_hello_and_frame_checks(void **state)
 	assert_int_equal(mr_jaccl_frame_check(hdr, 3, MR_JACCL_MAX_BLOB, &f, &err), MESHRUN_E_PROTO);
 }
 
+/* ------------------------------------------------------------ watch mode */
+
+enum role { WATCH, MUTE, STALL, LEAVE, ABORT };
+
+struct watch_arg {
+	int rank, size, port, timeout_ms;
+	enum role role;
+	int peer;            /* STALL: the rank it waits on */
+	int wait_ms;         /* how long to watch (MUTE: stay silent) */
+	int rc;              /* mr_jaccl_side_failed's */
+	char msg[MESHRUN_ERR_MSG_MAX];
+	bool gone[4];
+	int64_t took_ms;     /* until the verdict */
+};
+
+static void *watch_rank(void *p)
+{
+	struct watch_arg *a = p;
+	struct mr_jaccl_side s;
+	struct meshrun_err err = MESHRUN_ERR_INIT;
+	struct mr_jaccl_blob *all = NULL;
+	char coord[64];
+	int64_t t0;
+
+	snprintf(coord, sizeof(coord), "127.0.0.1:%d", a->port);
+	a->rc = mr_jaccl_side_open(&s, a->rank, a->size, coord, "job", 3, a->timeout_ms, &err);
+	if (a->rc == 0)
+		a->rc = mr_jaccl_side_allgather(&s, "", 0, &all, &err);
+	mr_jaccl_blobs_free(all, a->size);
+	if (a->rc == 0 && a->role != MUTE)
+		a->rc = mr_jaccl_side_watch(&s, &err);
+	if (a->rc < 0) {
+		snprintf(a->msg, sizeof(a->msg), "%s", err.msg);
+		return NULL;
+	}
+	t0 = mr_now_ms();
+	if (a->role == STALL)
+		mr_jaccl_side_stall(&s, a->peer, a->rank == 1 ? "devA" : "devB");
+	if (a->role == ABORT) {
+		mr_sleep_ms(100);
+		mr_jaccl_side_abort(&s, "jaccl: rank 2: boom");
+	}
+	while (a->role != LEAVE && mr_now_ms() - t0 < a->wait_ms) {
+		if (a->role != MUTE && (a->rc = mr_jaccl_side_failed(&s, &err)) < 0)
+			break;
+		mr_sleep_ms(20);
+	}
+	a->took_ms = mr_now_ms() - t0;
+	for (int r = 0; r < a->size && a->role != MUTE; r++)
+		a->gone[r] = mr_jaccl_side_gone(&s, r);
+	snprintf(a->msg, sizeof(a->msg), "%s", err.msg);
+	mr_jaccl_side_close(&s);
+	return NULL;
+}
+
+static void run_watch(struct watch_arg *a, int n)
+{
+	pthread_t t[4];
+	int port = free_port();
+
+	for (int r = 0; r < n; r++) {
+		a[r].rank = r;
+		a[r].size = n;
+		a[r].port = port;
+		assert_int_equal(pthread_create(&t[r], NULL, watch_rank, &a[r]), 0);
+	}
+	for (int r = 0; r < n; r++)
+		pthread_join(t[r], NULL);
+}
+
+/* A stopped rank (its socket open, nothing sent): named by rank 0 after half
+ * the timeout, and by every other rank through rank 0. */
+static void test_watch_silent_rank(void **state)
+{
+	struct watch_arg a[3] = {
+		{ .role = WATCH, .timeout_ms = 2000, .wait_ms = 4000 },
+		{ .role = WATCH, .timeout_ms = 2000, .wait_ms = 4000 },
+		{ .role = MUTE, .timeout_ms = 2000, .wait_ms = 3000 },
+	};
+
+	(void)state;
+	run_watch(a, 3);
+	for (int r = 0; r < 2; r++) {
+		assert_int_equal(a[r].rc, MESHRUN_E_PEER);
+		if (!strstr(a[r].msg, "rank 2 showed no sign of life"))
+			fail_msg("rank %d: '%s'", r, a[r].msg);
+		if (a[r].took_ms > 2000)
+			fail_msg("rank %d: the verdict took %lld ms, more than the timeout", r, (long long)a[r].took_ms);
+	}
+}
+
+/* Two ranks waiting on each other (a cable down) are named by every rank;
+ * a rank waiting on one of them is not a culprit. */
+static void test_watch_mutual_stall(void **state)
+{
+	struct watch_arg a[4] = {
+		{ .role = STALL, .peer = 1, .timeout_ms = 8000, .wait_ms = 3000 },
+		{ .role = STALL, .peer = 2, .timeout_ms = 8000, .wait_ms = 3000 },
+		{ .role = STALL, .peer = 1, .timeout_ms = 8000, .wait_ms = 3000 },
+		{ .role = WATCH, .timeout_ms = 8000, .wait_ms = 3000 },
+	};
+
+	(void)state;
+	run_watch(a, 4);
+	for (int r = 0; r < 4; r++) {
+		assert_int_equal(a[r].rc, MESHRUN_E_PEER);
+		if (!strstr(a[r].msg, "rank 1 (device 'devA') and rank 2 (device 'devB') wait on each other"))
+			fail_msg("rank %d: '%s'", r, a[r].msg);
+	}
+}
+
+/* A rank that leaves is a departure everyone hears of, not a failure; an
+ * abort reaches everyone. */
+static void test_watch_leave_and_abort(void **state)
+{
+	struct watch_arg l[3] = {
+		{ .role = WATCH, .timeout_ms = 4000, .wait_ms = 800 },
+		{ .role = WATCH, .timeout_ms = 4000, .wait_ms = 800 },
+		{ .role = LEAVE, .timeout_ms = 4000 },
+	};
+	struct watch_arg b[3] = {
+		{ .role = WATCH, .timeout_ms = 4000, .wait_ms = 2000 },
+		{ .role = WATCH, .timeout_ms = 4000, .wait_ms = 2000 },
+		{ .role = ABORT, .timeout_ms = 4000 },
+	};
+
+	(void)state;
+	run_watch(l, 3);
+	for (int r = 0; r < 2; r++) {
+		if (l[r].rc != 0)
+			fail_msg("rank %d: '%s'", r, l[r].msg);
+		assert_true(l[r].gone[2]);
+	}
+	run_watch(b, 3);
+	for (int r = 0; r < 2; r++) {
+		assert_int_equal(b[r].rc, MESHRUN_E_PEER);
+		assert_string_equal(b[r].msg, "jaccl: rank 2: boom");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +551,9 @@ int main(void)
 		cmocka_unit_test(test_foreign_refused),
 		cmocka_unit_test(test_setup_failure_reaches_everyone),
 		cmocka_unit_test(test_bad_coordinator),
+		cmocka_unit_test(test_watch_silent_rank),
+		cmocka_unit_test(test_watch_mutual_stall),
+		cmocka_unit_test(test_watch_leave_and_abort),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

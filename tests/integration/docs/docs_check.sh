@@ -31,11 +31,14 @@
 set -u
 mode=$1 src=$2 build=$3
 tools="meshrun meshconfig meshsim"
+# the pages of every installed tool (meshrun-rdma-probe: where verbs were found)
+doc_tools=$tools
+[ -x "$build/bin/meshrun-rdma-probe" ] && doc_tools="$tools meshrun-rdma-probe"
 gen=$build/docs
 fail() { echo "FAIL: $*"; exit 1; }
 
 need_generated() {
-	for t in $tools; do
+	for t in $doc_tools; do
 		[ -f "$gen/reference/$t.md" ] && [ -f "$gen/man/$t.1" ] && [ -f "$gen/completion/$t" ] ||
 			fail "$gen: the generated docs of $t are missing (build the target $t-docs)"
 	done
@@ -85,7 +88,7 @@ layers)
 	;;
 reference)
 	need_generated
-	for t in $tools; do
+	for t in $doc_tools; do
 		if ! diff -u "$src/docs/reference/$t.md" "$gen/reference/$t.md"; then
 			fail "docs/reference/$t.md is out of date: run 'cmake --build $build --target update-docs' and commit it"
 		fi
@@ -109,7 +112,7 @@ man)
 	command -v man >/dev/null || { echo "skip: man is not installed (scripts/deps.sh installs man-db)"; exit 77; }
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	for t in $tools; do
+	for t in $doc_tools; do
 		page=$gen/man/$t.1
 		groff -man -Tutf8 -ww -z "$page" 2>"$tmp/groff" || fail "$t.1: groff failed"
 		[ -s "$tmp/groff" ] && { cat "$tmp/groff"; fail "$t.1: groff warnings"; }

@@ -13,6 +13,12 @@
 
 echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad
 echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad
+# A veth hands every packet to the receiving side's backlog, which drops above
+# netdev_max_backlog (1000): jaccl's UC queue pairs do not retransmit, and a
+# few 512 KiB frames in flight (512 packets each at MTU 1024) overflowed it
+# ("frame 7 arrived where frame 5 was expected"). A Thunderbolt cable drops
+# nothing; neither does the simulated one.
+echo 100000 > /proc/sys/net/core/netdev_max_backlog
 
 # cable IF_A IF_B RXE_A RXE_B
 cable() {
@@ -138,6 +144,20 @@ mesh_ipv4() {
 	ip rule show | grep -q "^1000:" || ip rule add pref 1000 lookup local
 	ip rule show | grep -q "^0:.*lookup local" && ip rule del pref 0
 	return 0
+}
+
+# IPv4 on ring cables (K per neighbour pair of a ring of N), which Apple's RDMA
+# layer needs for its GID 1: cable k between i and i+1 is 10.79.<i*16+k>.0/30
+# (.1 on rank i's end). Nothing is routed over them: the address is all.
+ring_ipv4() {
+	local n=$1 k=$2 i j c net
+	for ((i = 0; i < n; i++)); do
+		j=$(((i + 1) % n))
+		for ((c = 0; c < k; c++)); do
+			net=10.79.$((i * 16 + c))
+			ip addr replace $net.1/30 dev r${i}_${j}_$c && ip addr replace $net.2/30 dev r${j}_${i}_$c || return 1
+		done
+	done
 }
 
 # Rank I's address for the ring backend in a ring 0..N-1 over mesh cables: its
