@@ -8,8 +8,11 @@
  *   openssh the OpenSSH client binary, one control master per host and every
  *           command multiplexed over it (openssh.c), for configurations libssh2
  *           cannot follow (ProxyCommand, ...); same rules as ssh
+ *   persist libssh2 through a per-user daemon on this machine that keeps the
+ *           connections open between runs (persist.c, persist_daemon.c; --persist)
  *   replay  commands answered from fixture files and scripted results (unit tests,
  *           meshconfig --simulate)
+ *   auto    the mux (mux.c): local for this machine, ssh/openssh/persist for the rest
  *
  * Protocol:
  *   mr_hal_new_<backend>(&hal, &opts, &err)
@@ -34,7 +37,7 @@
  * Ownership: mr_hal_run() copies nothing out of cmds except into the result fields,
  * which it allocates (out, errout) and the caller frees with mr_hal_cmd_release().
  * mr_hal_spawn() copies argv, env and cwd. A struct mr_proc belongs to the hal and
- * stays valid until mr_hal_proc_release() or mr_hal_free().
+ * stays valid until mr_proc_release() or mr_hal_free().
  */
 #ifndef MR_HAL_H
 #define MR_HAL_H

@@ -2,8 +2,9 @@
  * hal_impl.h - what a hal backend implements, and the parts every backend shares.
  * Internal to src/hal: nothing outside this folder includes it.
  *
- * How a backend is written (local.c, ssh.c, replay.c; the ssh backend is split in
- * ssh.c, ssh_chan.c and ssh_conn.c, mapped by ssh_impl.h):
+ * How a backend is written (the six: local.c, replay.c, mux.c, openssh.c,
+ * persist.c, and ssh.c, which is split in ssh.c, ssh_chan.c and ssh_conn.c,
+ * mapped by ssh_impl.h):
  *
  *   struct ssh_hal {                 struct ssh_proc {
  *           struct mr_hal base;              struct mr_proc base;
@@ -12,7 +13,8 @@
  *   #define to_ssh_hal(h)  mr_container_of(h, struct ssh_hal, base)
  *   #define to_ssh_proc(p) mr_container_of(p, struct ssh_proc, base)
  *
- *   static const struct mr_hal_ops ssh_ops = { .name = "ssh", .run = ssh_run, ... };
+ *   static const struct mr_hal_ops ssh_ops = { .name = "ssh", .kind = MR_HAL_SSH,
+ *                                              .run = ssh_run, ... };
  *
  *   int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, ...)
  *   {
@@ -115,8 +117,20 @@ struct mr_pollset;
 /* An ops entry that is true for every host (makes_dirs, removes_at_free). */
 bool mr_hal_yes(struct mr_hal *hal, const char *host);
 
+/* Which backend an ops table is: code that must tell backends apart asks this,
+ * never the name (which is for people: messages, --verbose). */
+enum mr_hal_kind {
+	MR_HAL_LOCAL,
+	MR_HAL_SSH,
+	MR_HAL_OPENSSH,
+	MR_HAL_PERSIST,
+	MR_HAL_REPLAY,
+	MR_HAL_MUX,
+};
+
 struct mr_hal_ops {
-	const char *name; /* "local", "ssh", "replay" */
+	const char *name; /* "local", "ssh", "openssh", "persist", "replay", "auto" */
+	enum mr_hal_kind kind;
 	int (*run)(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 		   struct meshrun_err *err);
 	int (*connect)(struct mr_hal *hal, const char *const *hosts, size_t n,

@@ -1338,6 +1338,7 @@ bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_
 
 static const struct mr_hal_ops os_ops = {
 	.name = "openssh",
+	.kind = MR_HAL_OPENSSH,
 	.run = os_run,
 	.connect = os_connect,
 	.spawn = os_spawn,

@@ -933,6 +933,7 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 
 static const struct mr_hal_ops persist_ops = {
 	.name = "persist",
+	.kind = MR_HAL_PERSIST,
 	.run = persist_run,
 	.connect = persist_connect,
 	.spawn = persist_spawn,

@@ -686,6 +686,7 @@ static int ssh_remove_now(struct mr_hal *hal, const char *host, const char *dir)
 
 static const struct mr_hal_ops ssh_ops = {
 	.name = "ssh",
+	.kind = MR_HAL_SSH,
 	.run = ssh_run,
 	.connect = ssh_connect,
 	.spawn = ssh_spawn,
