@@ -34,6 +34,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
+#include "hal/sh.h"
 
 #include <fcntl.h>
 #include <limits.h>
