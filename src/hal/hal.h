@@ -8,8 +8,11 @@
  *   openssh the OpenSSH client binary, one control master per host and every
  *           command multiplexed over it (openssh.c), for configurations libssh2
  *           cannot follow (ProxyCommand, ...); same rules as ssh
+ *   persist libssh2 through a per-user daemon on this machine that keeps the
+ *           connections open between runs (persist.c, persist_daemon.c; --persist)
  *   replay  commands answered from fixture files and scripted results (unit tests,
  *           meshconfig --simulate)
+ *   auto    the mux (mux.c): local for this machine, ssh/openssh/persist for the rest
  *
  * Protocol:
  *   mr_hal_new_<backend>(&hal, &opts, &err)
@@ -21,7 +24,7 @@
  *   -> mr_hal_free(hal)                        kills and reaps what is still running
  *
  * Commands are argv vectors. Remote backends turn them into one shell command line
- * with mr_hal_spawn_cmdline() below: the remote sshd hands it to the user's login
+ * (sh.h: the /bin/sh protocol): the remote sshd hands it to the user's login
  * shell (zsh on a Mac), which only sees `exec /bin/sh -c '...'`; everything else
  * runs under /bin/sh. argv[0] may be MR_SH_PATH "-c" "..." for a real shell
  * snippet (POSIX sh, BSD userland: no setsid, timeout or GNU long options).
@@ -34,7 +37,7 @@
  * Ownership: mr_hal_run() copies nothing out of cmds except into the result fields,
  * which it allocates (out, errout) and the caller frees with mr_hal_cmd_release().
  * mr_hal_spawn() copies argv, env and cwd. A struct mr_proc belongs to the hal and
- * stays valid until mr_hal_proc_release() or mr_hal_free().
+ * stays valid until mr_proc_release() or mr_hal_free().
  */
 #ifndef MR_HAL_H
 #define MR_HAL_H
@@ -100,11 +103,6 @@ enum mr_hal_ssh {
 	MR_HAL_SSH_LIBSSH2,   /* libssh2 for every host */
 	MR_HAL_SSH_OPENSSH    /* the OpenSSH client for every host */
 };
-/* "auto", "libssh2", "openssh" -> *out; 0, or -1 for anything else. */
-int mr_hal_ssh_parse(const char *s, enum mr_hal_ssh *out);
-/* The tools' choice: opt (--ssh) when not NULL, else $MESHRUN_SSH when set and
- * not empty, else auto. MESHRUN_E_USAGE naming the flag or the variable. */
-int mr_hal_ssh_pick(const char *opt, enum mr_hal_ssh *out, struct meshrun_err *err);
 
 /* Options shared by every backend; zero means the default shown. */
 struct mr_hal_opts {
@@ -147,36 +145,9 @@ int mr_hal_new_openssh(struct mr_hal **out, const struct mr_hal_opts *opts, stru
  * them in why ("PKCS11Provider /x.so: libssh2 has no PKCS#11 support").
  */
 bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_t n);
-/*
- * The persist backend (persist.c): every command and process goes through a
- * per-user background process (persist_daemon.c) that keeps its authenticated
- * libssh2 connections for opts.persist_ms after its last client, as OpenSSH's
- * ControlPersist does, so the next run reaches a host without a handshake. One
- * daemon per ssh identity: its socket's name is a hash of what decides
- * authentication and host checks (uid, user, identity, ssh_config, known_hosts,
- * the agent socket, HOME); it lives, mode 0600, in a private 0700 directory:
- * $XDG_RUNTIME_DIR/meshrun, else ${TMPDIR:-/tmp}/meshrun-UID. Each side checks
- * the other's uid. A socket nobody listens on is replaced by a new daemon; a
- * daemon that does not answer within a bounded time is an error (the mux then
- * warns once and connects directly). When this client goes (mr_hal_free, or
- * killed), the daemon kills its processes and removes its directories, so the job
- * stops as with the ssh backend; results, errors and messages are the ssh
- * backend's (the daemon runs one), deadlines and output caps are kept here.
- */
-int mr_hal_new_persist(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
-/*
- * --persist's value: opt when not NULL, else $MESHRUN_SSH_PERSIST when set and
- * not empty, else none. "stop" sets *stop; "0"/"off"/"no" mean none; else a
- * duration ("10m", "90s", "1h", "1500ms"; a bare number is seconds) into *ms.
- * MESHRUN_E_USAGE naming the flag or the variable.
- */
-int mr_hal_persist_pick(const char *opt, int64_t *ms, bool *stop, struct meshrun_err *err);
 /* End the daemon that opts would use: 1 when one was running (it is gone, its
  * socket removed), 0 when none was, < 0 with err. */
 int mr_hal_persist_stop(const struct mr_hal_opts *opts, struct meshrun_err *err);
-/* dir exists (made 0700 if not), is a directory of ours (not a link), mode
- * 0700 (tightened when looser); what says what it is for, in messages. */
-int mr_hal_private_dir(const char *dir, const char *what, struct meshrun_err *err);
 
 struct mr_replay; /* src/hal/replay.h: the scripted answers */
 /* The hal takes ownership of rp (freed by mr_hal_free, or at once on failure). */
@@ -316,13 +287,6 @@ int mr_hal_poll(struct mr_hal *hal, int timeout_ms, struct meshrun_err *err);
 int mr_hal_remove_at_exit(struct mr_hal *hal, const char *host, const char *dir,
 			  struct meshrun_err *err);
 /*
- * Remove dir (as given to mr_hal_remove_at_exit) on host now, through the
- * host's watchdog ("R" line), without waiting for it, and forget it for the
- * exit: 0 (also when the backend has no watchdog there), or MESHRUN_E_NOMEM.
- * The persist daemon uses it when a client leaves.
- */
-int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir);
-/*
  * True when the backend itself removes every directory given to
  * mr_hal_remove_at_exit() for host when the hal is freed (the persist backend:
  * its daemon does, in the background, also when we are killed): the caller
@@ -332,70 +296,21 @@ bool mr_hal_removes_at_free(struct mr_hal *hal, const char *host);
 /*
  * True when host's watchdog makes and marks a name given to
  * mr_hal_remove_at_exit() itself (the ssh, openssh and persist backends: "M"
- * names, below), so that the command creating it can wait for the mark and
+ * names, sh.h), so that the command creating it can wait for the mark and
  * never write into a directory a stopped host would keep unmarked; false for
  * the local backend (it marks after the command) and replay.
  */
 bool mr_hal_makes_dirs(struct mr_hal *hal, const char *host);
 
-/*
- * The command lines the ssh backend sends (exposed so that tests can run them
- * under bash, dash and zsh as login shells). Each is one simple command for the
- * login shell, `exec /bin/sh -c 'SCRIPT' ARGS...` (mr_shquote_sh_c()), appended
- * to b; 0, or -1 (ENOMEM; EINVAL for a bad kill).
- *
- *  spawn     echo MESHRUN-PGID=$$; [export MLX_K='V'...; ][cd 'CWD' && ]exec
- *            [env 'K=V'...] 'ARGV0' ... (meshrun's own variables by export, any
- *            other name through env; a MR_SH_PATH -c SCRIPT ARG0... without
- *            such others runs SCRIPT in this sh, ARG0... its arguments, after
- *            `cd 'CWD' || exit`);
- *            sshd starts each command after setsid() and exec keeps the pid, so
- *            the marker line (stripped from stdout by the backend) carries the
- *            process group of the whole command tree;
- *  watchdog  mr_hal_watchdog_script, reading "+PGID", "-PGID", "D/abs/dir" (or
- *            "A/abs/dir": no mark written, the local hal writes it) and
- *            "TNAME" (${TMPDIR:-/tmp}/NAME; also as arguments) lines on stdin,
- *            or "MNAME" (the same, and the watchdog makes the directory now,
- *            mode 700, unless it is there, and writes its mark: the ssh
- *            backends send names so),
- *            and "R/abs/dir" or "RNAME" (remove that one now, forget it); at EOF
- *            (we exited or died) it TERMs the registered groups, KILLs them a
- *            second later, then removes the directories. Into each "D"
- *            directory it writes MR_HAL_WATCHDOG_MARK, one line "HOST PID"
- *            (`uname -n`, its own pid): a directory whose mark names this host
- *            and a pid that is no longer a meshrun-watchdog outlived its
- *            watchdog (killed with every process of the host) and may be swept;
- *  kill      mr_hal_kill_script: `kill -SIGNAME -PGID`, always exit 0.
- *  spare     mr_hal_spare_script (opts.ssh_spares): a shell started ahead of
- *            need, which prints MR_HAL_SPARE_READY and reads lines up to one
- *            that is TOKEN (its argument), then evals them: one of the other
- *            command lines, whose `exec` keeps its pid (the session's process
- *            group), and whose stdin is what follows the TOKEN line. EOF
- *            before TOKEN: exit 0, nothing run. mr_hal_spare_line() writes
- *            such a line for a command line: an `exec /bin/sh -c SCRIPT ...`
- *            one (every script of ours) becomes MR_HAL_SPARE_SH_C SCRIPT ...,
- *            which runs SCRIPT in the spare's own /bin/sh (no second exec of
- *            sh), as that exec would: its exit status the spare's.
- */
-#define MR_HAL_PGID_MARKER "MESHRUN-PGID="
+/* The liveness mark a watchdog writes into each directory it removes at exit
+ * (sh.h: "D" and "M" names): one line "HOST PID"; a later job's setup sweeps a
+ * directory whose mark names this host and a pid that is no watchdog any more. */
 #define MR_HAL_WATCHDOG_MARK ".meshrun-watchdog"
 /* sh: VAR = this host's name as marks carry it (uname -n; from /proc without
  * an exec where Linux has it): the watchdog that writes a mark and the setup
  * that sweeps by it must agree */
 #define MR_HAL_SH_HOSTNAME(var) \
 	"{ read -r " var " </proc/sys/kernel/hostname; } 2>/dev/null || " var "=$(uname -n)"
-#define MR_HAL_SPARE_READY "MESHRUN-SPARE-READY"
-#define MR_HAL_SPARE_SH_C "meshrun_sh_c"
-extern const char mr_hal_watchdog_script[];
-extern const char mr_hal_kill_script[];
-extern const char mr_hal_spare_script[];
-int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);
-/* tmp_name: NULL, or the first name to remove (an argument "MNAME", see above) */
-int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name);
-int mr_hal_kill_cmdline(struct mr_buf *b, const char *signame, long pgid);
-int mr_hal_spare_cmdline(struct mr_buf *b, const char *token);
-/* Append what a spare is sent for CMDLINE (one of the command lines above). */
-int mr_hal_spare_line(struct mr_buf *b, const char *cmdline);
 
 /* Add an fd (say, our own stdin) to the poll set: cb runs when it is readable. */
 int mr_hal_watch_fd(struct mr_hal *hal, int fd, void (*cb)(int fd, void *ctx), void *ctx);

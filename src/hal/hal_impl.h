@@ -2,8 +2,9 @@
  * hal_impl.h - what a hal backend implements, and the parts every backend shares.
  * Internal to src/hal: nothing outside this folder includes it.
  *
- * How a backend is written (local.c, ssh.c, replay.c; the ssh backend is split in
- * ssh.c, ssh_chan.c and ssh_conn.c, mapped by ssh_impl.h):
+ * How a backend is written (the six: local.c, replay.c, mux.c, openssh.c,
+ * persist.c, and ssh.c, which is split in ssh.c, ssh_chan.c and ssh_conn.c,
+ * mapped by ssh_impl.h):
  *
  *   struct ssh_hal {                 struct ssh_proc {
  *           struct mr_hal base;              struct mr_proc base;
@@ -12,7 +13,8 @@
  *   #define to_ssh_hal(h)  mr_container_of(h, struct ssh_hal, base)
  *   #define to_ssh_proc(p) mr_container_of(p, struct ssh_proc, base)
  *
- *   static const struct mr_hal_ops ssh_ops = { .name = "ssh", .run = ssh_run, ... };
+ *   static const struct mr_hal_ops ssh_ops = { .name = "ssh", .kind = MR_HAL_SSH,
+ *                                              .run = ssh_run, ... };
  *
  *   int mr_hal_new_ssh(struct mr_hal **out, const struct mr_hal_opts *opts, ...)
  *   {
@@ -115,8 +117,20 @@ struct mr_pollset;
 /* An ops entry that is true for every host (makes_dirs, removes_at_free). */
 bool mr_hal_yes(struct mr_hal *hal, const char *host);
 
+/* Which backend an ops table is: code that must tell backends apart asks this,
+ * never the name (which is for people: messages, --verbose). */
+enum mr_hal_kind {
+	MR_HAL_LOCAL,
+	MR_HAL_SSH,
+	MR_HAL_OPENSSH,
+	MR_HAL_PERSIST,
+	MR_HAL_REPLAY,
+	MR_HAL_MUX,
+};
+
 struct mr_hal_ops {
-	const char *name; /* "local", "ssh", "replay" */
+	const char *name; /* "local", "ssh", "openssh", "persist", "replay", "auto" */
+	enum mr_hal_kind kind;
 	int (*run)(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n,
 		   struct meshrun_err *err);
 	int (*connect)(struct mr_hal *hal, const char *const *hosts, size_t n,
@@ -137,6 +151,36 @@ struct mr_hal_ops {
 	bool (*removes_at_free)(struct mr_hal *hal, const char *host);
 	bool (*makes_dirs)(struct mr_hal *hal, const char *host);
 };
+
+/*
+ * The persist backend (persist.c): every command and process goes through a
+ * per-user background process (persist_daemon.c) that keeps its authenticated
+ * libssh2 connections for opts.persist_ms after its last client, as OpenSSH's
+ * ControlPersist does, so the next run reaches a host without a handshake. One
+ * daemon per ssh identity: its socket's name is a hash of what decides
+ * authentication and host checks (uid, user, identity, ssh_config, known_hosts,
+ * the agent socket, HOME); it lives, mode 0600, in a private 0700 directory:
+ * $XDG_RUNTIME_DIR/meshrun, else ${TMPDIR:-/tmp}/meshrun-UID. Each side checks
+ * the other's uid. A socket nobody listens on is replaced by a new daemon; a
+ * daemon that does not answer within a bounded time is an error (the mux then
+ * warns once and connects directly). When this client goes (mr_hal_free, or
+ * killed), the daemon kills its processes and removes its directories, so the job
+ * stops as with the ssh backend; results, errors and messages are the ssh
+ * backend's (the daemon runs one), deadlines and output caps are kept here.
+ */
+int mr_hal_new_persist(struct mr_hal **out, const struct mr_hal_opts *opts, struct meshrun_err *err);
+
+/* dir exists (made 0700 if not), is a directory of ours (not a link), mode
+ * 0700 (tightened when looser); what says what it is for, in messages. */
+int mr_hal_private_dir(const char *dir, const char *what, struct meshrun_err *err);
+
+/*
+ * Remove dir (as given to mr_hal_remove_at_exit) on host now, through the
+ * host's watchdog ("R" line), without waiting for it, and forget it for the
+ * exit: 0 (also when the backend has no watchdog there), or MESHRUN_E_NOMEM.
+ * The persist daemon uses it when a client leaves.
+ */
+int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir);
 
 /*
  * The persist backend (persist.c) asks its daemon to look hosts up in the
@@ -184,10 +228,6 @@ struct mr_proc {
 	bool exited;         /* on_exit delivered */
 	bool release_pending;/* mr_proc_release called from inside a poll */
 };
-
-/* "TERM" for SIGTERM, as sshd names signals; NULL for one we cannot name
- * (ssh_chan.c; the openssh backend names them the same way to `kill`). */
-const char *mr_ssh_sig_name(int sig);
 
 /* --- instance life cycle (backends) --- */
 
@@ -254,11 +294,8 @@ struct mr_proc_backlog {
  */
 void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b));
 
-/* --- what the remote backends' jobs share (ssh_chan.c, openssh.c) --- */
-
-/* A remote spawn's env: every entry NAME=VALUE with a valid NAME, else
- * MESHRUN_E_INVAL naming the host and the entry (a remote shell would take it). */
-int mr_hal_check_env(const char *host, char *const *env, struct meshrun_err *err);
+/* --- what the remote backends' jobs share (ssh_chan.c, openssh.c; their
+ * /bin/sh protocol is sh.h's) --- */
 
 /* A job's end, recorded once. */
 struct mr_hal_job_end {
@@ -273,25 +310,6 @@ bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int si
  * is reported to hal (mr_hal_cmd_done) and becomes NULL. No-op when *cmd is NULL. */
 void mr_hal_job_end_report(const struct mr_hal_job_end *e, struct mr_hal *hal, struct mr_hal_cmd **cmd,
 			   int64_t start_ms);
-
-/*
- * A remote command's stdout until the PGID marker line that
- * mr_hal_spawn_cmdline()'s shell prints first has been found and stripped.
- * Give up looking after MR_HAL_PGID_SCAN_MAX bytes (a strange login shell): it
- * is all output then.
- */
-#define MR_HAL_PGID_SCAN_MAX 65536
-struct mr_hal_marker {
-	bool want;         /* still looking for the line */
-	struct mr_buf pre; /* stdout held back meanwhile */
-};
-typedef void (*mr_hal_sink_fn)(void *ctx, const char *data, size_t len);
-/* Feed stdout: output (all of it, or what surrounds the marker line) goes to
- * out(ctx, ...) in order; returns the pgid the line names (> 1), else 0. */
-long mr_hal_marker_feed(struct mr_hal_marker *m, const char *data, size_t len, mr_hal_sink_fn out,
-			void *ctx);
-/* stdout ended: what was held back is output after all (no marker came). */
-void mr_hal_marker_flush(struct mr_hal_marker *m, mr_hal_sink_fn out, void *ctx);
 
 /* --- watched fds inside a backend's poll --- */
 

@@ -34,6 +34,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
+#include "hal/sh.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -882,6 +883,7 @@ static int local_remove_at_exit(struct mr_hal *hal, const char *host, const char
 
 static const struct mr_hal_ops local_ops = {
 	.name = "local",
+	.kind = MR_HAL_LOCAL,
 	.run = local_run,
 	.connect = NULL,
 	.spawn = local_spawn,

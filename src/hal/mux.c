@@ -138,7 +138,7 @@ static int by_daemon(struct mux_hal *m, const char **todo, size_t k, struct mr_b
 	int rc = -1;
 
 	if (m->base.opts.persist_ms <= 0 || get_inner(m, MUX_REMOTE, &in, NULL) < 0 ||
-	    strcmp(mr_hal_name(in), "persist"))
+	    in->ops->kind != MR_HAL_PERSIST)
 		return -1;
 	errs = calloc(k, sizeof(*errs));
 	gaps = calloc(k, sizeof(*gaps));
@@ -271,7 +271,7 @@ static int get_inner(struct mux_hal *m, int side, struct mr_hal **out, struct me
 
 struct mr_hal *mr_hal_mux_inner(struct mr_hal *hal, const char *host)
 {
-	if (!hal || strcmp(hal->ops->name, "auto"))
+	if (!hal || hal->ops->kind != MR_HAL_MUX)
 		return NULL;
 	return to_mux_hal(hal)->inner[side_of(to_mux_hal(hal), host)];
 }
@@ -579,6 +579,7 @@ static bool mux_makes_dirs(struct mr_hal *hal, const char *host)
 
 static const struct mr_hal_ops mux_ops = {
 	.name = "auto",
+	.kind = MR_HAL_MUX,
 	.run = mux_run,
 	.connect = mux_connect,
 	.spawn = mux_spawn,

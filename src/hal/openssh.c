@@ -45,6 +45,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
+#include "hal/sh.h"
 #include "hal/ssh_config.h"
 
 #include <fcntl.h>
@@ -550,7 +551,7 @@ static void job_stdout(struct ojob *j, const char *d, size_t n)
 static struct ojob *queue_kill(struct ohost *h, long pgid, int sig)
 {
 	struct mr_buf line = MR_BUF_INIT;
-	const char *name = mr_ssh_sig_name(sig);
+	const char *name = mr_sh_sig_name(sig);
 	struct ojob *j = NULL;
 
 	if (name && mr_hal_kill_cmdline(&line, name, pgid) == 0)
@@ -1053,7 +1054,7 @@ static int os_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 {
 	struct ojob *j = to_os_proc(p)->job;
 
-	if (!mr_ssh_sig_name(sig))
+	if (!mr_sh_sig_name(sig))
 		return mr_err_set(err, MESHRUN_E_INVAL, "signal %d for '%s' on '%s': cannot name it to a remote host",
 				  sig, p->cmdline, p->host);
 	if (j->end.done)
@@ -1285,35 +1286,9 @@ static int os_remove_at_exit(struct mr_hal *hal, const char *host, const char *d
 	if (h->st != H_READY)
 		return mr_err_set(err, h->err.code ? h->err.code : MESHRUN_E_CONNECT,
 				  "remove '%s' at exit on '%s': %s", dir, host, h->err.msg[0] ? h->err.msg : "not connected");
-	/* a name (no '/') is one in the host's TMPDIR, made and marked there: "M" (hal.h) */
+	/* a name (no '/') is one in the host's TMPDIR, made and marked there: "M" (sh.h) */
 	if (mr_buf_printf(&h->wdq, "%c%s\n", dir[0] == '/' ? 'D' : 'M', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
-	return 0;
-}
-
-int mr_hal_ssh_pick(const char *opt, enum mr_hal_ssh *out, struct meshrun_err *err)
-{
-	const char *env = getenv("MESHRUN_SSH");
-	const char *name = opt ? opt : env && *env ? env : "auto";
-
-	if (mr_hal_ssh_parse(name, out) < 0)
-		return mr_err_set(err, MESHRUN_E_USAGE, "%s '%s': unknown ssh (auto, libssh2, openssh)",
-				  opt ? "--ssh" : "MESHRUN_SSH", name);
-	return 0;
-}
-
-int mr_hal_ssh_parse(const char *s, enum mr_hal_ssh *out)
-{
-	if (!s)
-		return -1;
-	if (!strcmp(s, "auto"))
-		*out = MR_HAL_SSH_AUTO;
-	else if (!strcmp(s, "libssh2"))
-		*out = MR_HAL_SSH_LIBSSH2;
-	else if (!strcmp(s, "openssh"))
-		*out = MR_HAL_SSH_OPENSSH;
-	else
-		return -1;
 	return 0;
 }
 
@@ -1338,6 +1313,7 @@ bool mr_hal_openssh_needed(const char *dest, const char *ssh_g, char *why, size_
 
 static const struct mr_hal_ops os_ops = {
 	.name = "openssh",
+	.kind = MR_HAL_OPENSSH,
 	.run = os_run,
 	.connect = os_connect,
 	.spawn = os_spawn,

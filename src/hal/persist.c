@@ -1,5 +1,5 @@
 /*
- * persist.c - the persist hal backend (hal.h: mr_hal_new_persist): a client of
+ * persist.c - the persist hal backend (hal_impl.h: mr_hal_new_persist): a client of
  * the per-user daemon (persist_daemon.c) that keeps authenticated libssh2
  * connections between runs, as OpenSSH's ControlPersist keeps a master.
  *
@@ -933,6 +933,7 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 
 static const struct mr_hal_ops persist_ops = {
 	.name = "persist",
+	.kind = MR_HAL_PERSIST,
 	.run = persist_run,
 	.connect = persist_connect,
 	.spawn = persist_spawn,
@@ -1157,39 +1158,4 @@ int mr_hal_persist_stop(const struct mr_hal_opts *opts, struct meshrun_err *err)
 	mr_buf_release(&h.in);
 	mr_buf_release(&h.out);
 	return rc < 0 ? rc : 1;
-}
-
-int mr_hal_persist_pick(const char *opt, int64_t *ms, bool *stop, struct meshrun_err *err)
-{
-	const char *v = opt ? opt : getenv(MR_ENV(MESHRUN_SSH_PERSIST));
-	const char *name = opt ? "--persist" : "MESHRUN_SSH_PERSIST";
-	size_t n;
-
-	*ms = 0;
-	*stop = false;
-	if (!v || !*v || !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"))
-		return 0;
-	if (!strcmp(v, "stop")) {
-		*stop = true;
-		return 0;
-	}
-	n = strlen(v);
-	if (n > 1 && v[n - 1] == 'h' && n < 32) { /* hours: num.c knows ms, s and m */
-		char num[32];
-		int64_t h;
-
-		memcpy(num, v, n - 1);
-		num[n - 1] = '\0';
-		if (mr_parse_duration_ms(num, INT64_C(1) << 30, &h) == 0 && h > 0 && !strpbrk(num, "ms")) {
-			*ms = h * 3600; /* "1" read as 1 s */
-			goto check;
-		}
-	} else if (mr_parse_duration_ms(v, INT64_C(1) << 40, ms) == 0 && *ms > 0) {
-		goto check;
-	}
-	return mr_err_set(err, MESHRUN_E_USAGE, "%s '%s': expected a duration (10m, 90s, 1h) or 'stop'", name, v);
-check:
-	if (*ms > UINT32_MAX) /* the daemon's idle time travels as u32 ms (49 days) */
-		*ms = UINT32_MAX;
-	return 0;
 }

@@ -768,6 +768,7 @@ static void replay_free(struct mr_hal *hal)
 
 static const struct mr_hal_ops replay_ops = {
 	.name = "replay",
+	.kind = MR_HAL_REPLAY,
 	.run = replay_run,
 	.connect = replay_connect,
 	.spawn = replay_spawn,

@@ -6,7 +6,7 @@
  *  - TCP_QUICKACK before every poll where the kernel has it (sshd's Nagle
  *    would add ~40 ms per round).
  *
- * Remote command lines (built in hal.c, see hal.h: the login shell of the remote
+ * Remote command lines (built in sh.c, see sh.h: the login shell of the remote
  * user, zsh on a Mac, only gets `exec /bin/sh -c '...'`); a spawn runs
  *     echo MESHRUN-PGID=$$; [cd 'CWD' && ]exec [env 'K=V'...] 'ARGV0' 'ARGV1'...
  * sshd starts each command with setsid(), so $$ is the process group of the
@@ -436,7 +436,7 @@ static int ssh_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 {
 	struct job *j = to_ssh_proc(p)->job;
 
-	if (!mr_ssh_sig_name(sig))
+	if (!mr_sh_sig_name(sig))
 		return mr_err_set(err, MESHRUN_E_INVAL, "signal %d for '%s' on '%s': cannot name it to a remote host",
 				  sig, p->cmdline, p->host);
 	if (j->end.done || !j->conn)
@@ -686,6 +686,7 @@ static int ssh_remove_now(struct mr_hal *hal, const char *host, const char *dir)
 
 static const struct mr_hal_ops ssh_ops = {
 	.name = "ssh",
+	.kind = MR_HAL_SSH,
 	.run = ssh_run,
 	.connect = ssh_connect,
 	.spawn = ssh_spawn,

@@ -29,39 +29,6 @@
 
 #define TUNNEL_BUF_MAX (1u << 20) /* stop reading a side whose other side lags this much */
 
-static const struct {
-	int sig;
-	const char *name;
-} sig_names[] = {
-	{ SIGHUP, "HUP" },     { SIGINT, "INT" },       { SIGQUIT, "QUIT" }, { SIGILL, "ILL" },
-	{ SIGTRAP, "TRAP" },   { SIGABRT, "ABRT" },     { SIGBUS, "BUS" },   { SIGFPE, "FPE" },
-	{ SIGKILL, "KILL" },   { SIGUSR1, "USR1" },     { SIGSEGV, "SEGV" }, { SIGUSR2, "USR2" },
-	{ SIGPIPE, "PIPE" },   { SIGALRM, "ALRM" },     { SIGTERM, "TERM" }, { SIGCHLD, "CHLD" },
-	{ SIGCONT, "CONT" },   { SIGSTOP, "STOP" },     { SIGTSTP, "TSTP" }, { SIGTTIN, "TTIN" },
-	{ SIGTTOU, "TTOU" },   { SIGURG, "URG" },       { SIGXCPU, "XCPU" }, { SIGXFSZ, "XFSZ" },
-	{ SIGVTALRM, "VTALRM" }, { SIGPROF, "PROF" },   { SIGWINCH, "WINCH" }, { SIGIO, "IO" },
-	{ SIGSYS, "SYS" },
-};
-
-const char *mr_ssh_sig_name(int sig)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(sig_names); i++)
-		if (sig_names[i].sig == sig)
-			return sig_names[i].name;
-	return NULL;
-}
-
-/* Signal names as sshd sends them ("TERM"; tolerate a "SIG" prefix). */
-static int sig_from_name(const char *name)
-{
-	if (!strncmp(name, "SIG", 3))
-		name += 3;
-	for (size_t i = 0; i < ARRAY_SIZE(sig_names); i++)
-		if (!strcmp(sig_names[i].name, name))
-			return sig_names[i].sig;
-	return 0;
-}
-
 void mr_ssh_job_free(struct job *j)
 {
 	if (j->kind == J_TUNNEL)
@@ -187,7 +154,7 @@ struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
 	struct mr_buf line = MR_BUF_INIT;
 	struct job *j = NULL;
 
-	if (mr_hal_kill_cmdline(&line, mr_ssh_sig_name(sig), pgid) == 0)
+	if (mr_hal_kill_cmdline(&line, mr_sh_sig_name(sig), pgid) == 0)
 		j = mr_ssh_job_new(J_KILL, mr_buf_cstr(&line));
 	mr_buf_release(&line);
 	if (!j)
@@ -471,7 +438,7 @@ static void job_exit_status(struct job *j)
 
 	libssh2_channel_get_exit_signal(j->ch, &signame, &siglen, NULL, NULL, NULL, NULL);
 	if (signame) {
-		int sig = sig_from_name(signame);
+		int sig = mr_sh_sig_from_name(signame);
 
 		if (sig)
 			job_result(j, 0, 0, sig, NULL);
@@ -515,7 +482,7 @@ static void spares_off(struct conn *c)
 			o->in_closed = true;
 }
 
-/* j may run in a spare (hal.h "spare"): not a line that holds the token (it would end early) */
+/* j may run in a spare (sh.h "spare"): not a line that holds the token (it would end early) */
 static bool spare_job(const struct job *j)
 {
 	return j->kind != J_SPARE && j->kind != J_WATCHDOG && j->kind != J_TUNNEL &&
@@ -577,7 +544,7 @@ int64_t mr_ssh_spare_wait_end(const struct conn *c)
 
 /*
  * A command j (S_WAIT) takes a ready spare's channel instead of opening one:
- * its command line and the token go first on the spare's stdin (hal.h
+ * its command line and the token go first on the spare's stdin (sh.h
  * "spare"), then j's own stdin. Not while the spare has a libssh2 call pending.
  */
 static bool take_spare(struct job *j)

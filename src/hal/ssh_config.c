@@ -279,7 +279,8 @@ static struct cfg_opt *add_opt(struct cfg_block *b)
 /*
  * Split one line into words: whitespace separates, "double quotes" group, a word
  * starting with # ends the line. The keyword may be followed by '=' instead of
- * (or around) whitespace. Returns 0, or -1 for an unterminated quote.
+ * (or around) whitespace. Returns 0, or -1: *why says what is wrong with the
+ * line ("unterminated quote"), or stays NULL when memory ran out.
  */
 static int split_line(const char *line, struct mr_strvec *words, const char **why)
 {
@@ -322,8 +323,6 @@ static int split_line(const char *line, struct mr_strvec *words, const char **wh
 	}
 	rc = 0;
 out:
-	if (rc < 0 && !*why)
-		*why = "out of memory";
 	mr_buf_release(&w);
 	return rc;
 }
@@ -599,6 +598,7 @@ static int parse_text(struct mr_ssh_config *cfg, const char *text, size_t len, c
 		const char *nl = memchr(text + off, '\n', len - off);
 		size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
 		const char *why = NULL;
+		int split;
 
 		lineno++;
 		free(line);
@@ -611,7 +611,8 @@ static int parse_text(struct mr_ssh_config *cfg, const char *text, size_t len, c
 			goto fail;
 		}
 		mr_strvec_release(&words);
-		if (split_line(line, &words, &why) == 0 && words.nr && !strcasecmp(words.v[0], "include")) {
+		split = split_line(line, &words, &why);
+		if (split == 0 && words.nr && !strcasecmp(words.v[0], "include")) {
 			if (words.nr < 2) {
 				rc = mr_err_set(err, MESHRUN_E_PARSE, "%s:%u: Include: missing value", name, lineno);
 				goto fail;
@@ -621,7 +622,7 @@ static int parse_text(struct mr_ssh_config *cfg, const char *text, size_t len, c
 				goto fail;
 			continue;
 		}
-		if (why || (words.nr && parse_line(cfg, cur, &words, line, &why) < 0)) {
+		if (split < 0 || (words.nr && parse_line(cfg, cur, &words, line, &why) < 0)) {
 			if (!why)
 				goto fail_nomem;
 			rc = mr_err_set(err, MESHRUN_E_PARSE, "%s:%u: %s: %s", name, lineno,
@@ -801,7 +802,8 @@ static bool block_matches(const struct cfg_block *b, const char *alias, const ch
 	return hit;
 }
 
-/* Expand ~ at the start (paths only) and %-tokens. NULL with *why on error. */
+/* Expand ~ at the start (paths only) and %-tokens. NULL on error, with *why
+ * saying what is wrong with v, or left NULL when memory ran out. */
 static char *expand(const char *v, bool path, const struct mr_ssh_host_cfg *h, const char **why)
 {
 	struct mr_buf b = MR_BUF_INIT;
@@ -854,7 +856,7 @@ static char *expand(const char *v, bool path, const struct mr_ssh_host_cfg *h, c
 	free(tilde);
 	return mr_buf_detach(&b, NULL);
 nomem:
-	*why = "out of memory";
+	*why = NULL;
 fail:
 	free(tilde);
 	mr_buf_release(&b);
@@ -975,7 +977,7 @@ static int collect_builtin(const struct mr_ssh_config *cfg, struct mr_ssh_host_c
 		bool hit;
 
 		/* Match host sees the HostName set so far (tokens expanded), as OpenSSH does */
-		if (r->hostname && !(host = expand(r->hostname, false, h, &why)) && !strcmp(why, "out of memory"))
+		if (r->hostname && !(host = expand(r->hostname, false, h, &why)) && !why)
 			return -1;
 		hit = block_matches(b, h->alias, host ? host : h->alias, user);
 		free(host);
@@ -1126,12 +1128,11 @@ static int push_expanded(struct mr_strvec *v, const char *raw, bool path, const 
 		return -1;
 	rc = mr_strvec_push(v, p);
 	free(p);
-	if (rc < 0)
-		*why = "out of memory";
 	return rc;
 }
 
-/* Tokens, ~, and what libssh2 cannot do: the effective options in h. */
+/* Tokens, ~, and what libssh2 cannot do: the effective options in h. -1 with
+ * *why saying what is wrong, or with *why NULL when memory ran out. */
 static int finish(struct mr_ssh_host_cfg *h, const struct raw_opts *r, const char **why)
 {
 	h->port = r->port;
@@ -1199,7 +1200,7 @@ static int finish(struct mr_ssh_host_cfg *h, const struct raw_opts *r, const cha
 		goto nomem;
 	return 0;
 nomem:
-	*why = "out of memory";
+	*why = NULL;
 	return -1;
 }
 
@@ -1473,8 +1474,7 @@ resolved:
 fail_why:
 	if (!why)
 		goto nomem;
-	rc = mr_err_set(err, !strcmp(why, "out of memory") ? MESHRUN_E_NOMEM : MESHRUN_E_PARSE,
-			"ssh config for '%s': %s", dest, why);
+	rc = mr_err_set(err, MESHRUN_E_PARSE, "ssh config for '%s': %s", dest, why);
 	goto out;
 nomem:
 	rc = mr_err_set(err, MESHRUN_E_NOMEM, "ssh config for '%s': out of memory", dest);

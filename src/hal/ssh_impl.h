@@ -28,6 +28,7 @@
 #include "common/buf.h"
 #include "common/strvec.h"
 #include "hal/hal_impl.h"
+#include "hal/sh.h"
 #include "hal/ssh_config.h"
 
 #include <libssh2.h>
@@ -41,7 +42,7 @@
 
 enum conn_state { C_NEW, C_TCP, C_HANDSHAKE, C_AUTH, C_READY, C_FAILED };
 enum auth_step { A_START, A_AGENT_NEXT, A_AGENT_TRY, A_KEY_NEXT, A_KEY_TRY };
-/* J_SPARE: a shell started ahead of need (opts.ssh_spares, hal.h "spare"), whose
+/* J_SPARE: a shell started ahead of need (opts.ssh_spares, sh.h "spare"), whose
  * channel the next J_RUN, J_PROC or J_KILL there takes (ssh_chan.c take_spare). */
 enum job_kind { J_RUN, J_PROC, J_WATCHDOG, J_KILL, J_TUNNEL, J_SPARE };
 /* States in the order a channel goes through them. */
@@ -175,8 +176,6 @@ void mr_ssh_conn_release(struct conn *c);
 
 /* ---- ssh_chan.c ------------------------------------------------------------- */
 
-/* "TERM" for SIGTERM (as sshd names signals); NULL for one we cannot name. */
-const char *mr_ssh_sig_name(int sig);
 /* How long a command waits for a spare still starting before it opens a
  * channel of its own (a login shell that never says ready, say). */
 #define MR_SSH_SPARE_WAIT_MS 2000

@@ -57,6 +57,17 @@ struct mr_ssh_opts {
 		    "record the key of a host not yet in known_hosts instead of failing (as "   \
 		    "ssh's StrictHostKeyChecking=accept-new; a changed key still fails)")
 
+/* The tools' choice: opt (--ssh) when not NULL, else $MESHRUN_SSH when set and
+ * not empty, else auto. MESHRUN_E_USAGE naming the flag or the variable. */
+int mr_hal_ssh_pick(const char *opt, enum mr_hal_ssh *out, struct meshrun_err *err);
+/*
+ * --persist's value: opt when not NULL, else $MESHRUN_SSH_PERSIST when set and
+ * not empty, else none. "stop" sets *stop; "0"/"off"/"no" mean none; else a
+ * duration ("10m", "90s", "1h", "1500ms"; a bare number is seconds) into *ms.
+ * MESHRUN_E_USAGE naming the flag or the variable.
+ */
+int mr_hal_persist_pick(const char *opt, int64_t *ms, bool *stop, struct meshrun_err *err);
+
 /* True when so asks for --persist stop (the tool then stops the daemon and exits). */
 bool mr_ssh_opts_wants_stop(const struct mr_ssh_opts *so);
 

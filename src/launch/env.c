@@ -377,10 +377,8 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 
 		if ((rc = need_rank0_ip(hf, mr_backend_name(o->backend), err)) < 0)
 			break;
+		/* its messages begin "malformed hostfile: " and name host and column */
 		if ((rc = mr_hostfile_check_rdma(hf, !ring, err)) < 0) {
-			if (err && strncmp(err->msg, "malformed hostfile", 18))
-				mr_err_prefix(err, "malformed hostfile for the %s backend",
-					      mr_backend_name(o->backend));
 			if (err)
 				err->code = MESHRUN_E_USAGE;
 			rc = MESHRUN_E_USAGE;

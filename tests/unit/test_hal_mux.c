@@ -9,6 +9,7 @@
 #include "common/fdio.h"
 #include "hal/hal.h"
 #include "hal/replay.h"
+#include "hal/ssh_opts.h"
 
 #include <setjmp.h>
 #include <cmocka.h>

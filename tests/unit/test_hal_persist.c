@@ -11,6 +11,7 @@
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
 #include "hal/persist_proto.h"
+#include "hal/ssh_opts.h"
 
 #include <setjmp.h>
 #include <cmocka.h>

@@ -32,7 +32,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "config/config_impl.h"
-#include "hal/hal.h"
+#include "hal/sh.h"
 #include "launch/launch.h"
 #include "topo/topo.h"
 
