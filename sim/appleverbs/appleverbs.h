@@ -46,7 +46,8 @@
  * Environment:
  *   MESHSIM_APPLE_VERBS   apple | uc-strict: the delivery mode (default: the
  *                         rules file's send_without_recv)
- *   MESHSIM_APPLE_RULES   the rules file (default: the tree's apple-rules.json)
+ *   MESHSIM_APPLE_RULES   the rules file (default: the build tree's copy of
+ *                         sim/appleverbs/apple-rules.json, share/meshsim/)
  *   MESHSIM_APPLE_STATE   the shared table (default /dev/shm/meshsim-appleverbs)
  *   MESHSIM_APPLE_LOG     1: one line on stderr for every refusal
  *   MESHSIM_APPLE_LOSE    N: the Nth SEND that leaves on each QP is lost on

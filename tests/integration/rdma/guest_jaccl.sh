@@ -551,7 +551,7 @@ case_budget() {
 	}
 	hostfile "$T/budget11.json" jaccl-ring 2 many_cell 11
 	setup_fail budgetqp "$T/budget11.json" jaccl-ring "needs 11 queue pairs on device 'rxe_l[ab]' .*limit of 10 per device" || bad=1
-	sed 's/"value": 100, "errno": "ENOMEM"/"value": 5, "errno": "ENOMEM"/' "$HERE/../../../sim/appleverbs/apple-rules.json" >"$T/mr5.json"
+	sed 's/"value": 100, "errno": "ENOMEM"/"value": 5, "errno": "ENOMEM"/' "$BIN/../share/meshsim/apple-rules.json" >"$T/mr5.json"
 	hostfile "$T/budget6.json" jaccl-ring 2 many_cell 6
 	setup_fail budgetmr "$T/budget6.json" jaccl-ring "needs 6 memory regions on device 'rxe_l[ab]' .*limit of 5 per device" --env "MESHSIM_APPLE_RULES=$T/mr5.json" || bad=1
 	ip -4 addr flush dev la; ip -4 addr flush dev lb
