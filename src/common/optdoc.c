@@ -426,6 +426,13 @@ static bool is_path_arg(const char *argh)
 	return argh && (!strcmp(argh, "FILE") || !strcmp(argh, "DIR") || !strcmp(argh, "PATH"));
 }
 
+/* The subcommands' names (cmds[0] is the tool itself), sep between them. */
+static void put_cmd_names(FILE *f, const struct mr_optdoc *d, const char *sep)
+{
+	for (size_t i = 1; i < d->ncmds; i++)
+		fprintf(f, "%s%s", i > 1 ? sep : "", d->cmds[i].name);
+}
+
 static void bash_words(FILE *f, const struct mr_opt *opts)
 {
 	for (const struct mr_opt *o = opts; o && o->kind != MR_OPTK_END; o++) {
@@ -515,8 +522,7 @@ static void write_bash(FILE *f, const struct mr_optdoc *d)
 		 * it, the tool's own options (meshconfig has both) or a subcommand */
 		fputs("\tlocal i sub=\n", f);
 		fputs("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n\t\tcase ${COMP_WORDS[i]} in ", f);
-		for (size_t i = 1; i < d->ncmds; i++)
-			fprintf(f, "%s%s", i > 1 ? "|" : "", d->cmds[i].name);
+		put_cmd_names(f, d, "|");
 		fputs(") sub=${COMP_WORDS[i]}; break ;; esac\n", f);
 		fputs("\tdone\n\tif [[ -z $sub ]]; then\n\t\tcase $prev in\n", f);
 		bash_value_arms(f, top->opts);
@@ -524,8 +530,7 @@ static void write_bash(FILE *f, const struct mr_optdoc *d)
 		bash_words(f, top->opts);
 		bash_words(f, builtin_opts);
 		fputs("\" -- \"$cur\"))\n\t\telse\n\t\t\tCOMPREPLY=($(compgen -W \"", f);
-		for (size_t i = 1; i < d->ncmds; i++)
-			fprintf(f, "%s%s", i > 1 ? " " : "", d->cmds[i].name);
+		put_cmd_names(f, d, " ");
 		fputs("\" -- \"$cur\"))\n\t\tfi\n\t\treturn\n\tfi\n", f);
 		fputs("\tcase $sub in\n", f);
 		for (size_t i = 1; i < d->ncmds; i++) {
@@ -676,8 +681,7 @@ static void write_zsh(FILE *f, const struct mr_optdoc *d)
 			zsh_specs(f, top->opts, "\t\t");
 		fputs(help_specs, f);
 		fputs(" \\\n\t\t'1:command:(", f);
-		for (size_t i = 1; i < d->ncmds; i++)
-			fprintf(f, "%s%s", i > 1 ? " " : "", d->cmds[i].name);
+		put_cmd_names(f, d, " ");
 		fputs(")' \\\n\t\t'*::argument:->args'\n", f);
 		fputs("\t[[ $state == args ]] || return\n\tcase $words[1] in\n", f);
 		for (size_t i = 1; i < d->ncmds; i++) {
