@@ -63,8 +63,9 @@ static int run(struct mr_jaccl *J, const char *what, struct mr_jxfer *x, int n, 
 	int rc = mr_jaccl_exchange(J, x, n, ordered, op, dt, &e);
 
 	if (rc < 0) {
-		/* an abort from another rank already carries its full story */
-		if (strncmp(e.msg, "jaccl: rank ", 12) == 0) {
+		/* the group's verdict (another rank's abort, a silent rank, a
+		 * stall) already carries its full story */
+		if (J->told) {
 			if (!J->failed) {
 				J->failed = true;
 				mr_err_set(&J->ferr, MESHRUN_E_PEER, "%s", e.msg);

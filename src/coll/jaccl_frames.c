@@ -450,8 +450,10 @@ static int idle_round(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ordere
 	int64_t idle = mr_now_us() - d->idle_us;
 	int rc = mr_jaccl_side_failed(&J->side, err);
 
-	if (rc < 0)
+	if (rc < 0) {
+		J->told = true;
 		return rc;
+	}
 	if (!d->gone_deadline && pending_gone(J, x, n))
 		d->gone_deadline = mr_now_ms() + MR_JGONE_GRACE_MS;
 	if (d->gone_deadline && mr_ms_left(d->gone_deadline) == 0) {
@@ -537,9 +539,12 @@ int mr_jaccl_exchange(struct mr_jaccl *J, struct mr_jxfer *x, int n, bool ordere
 
 	/* the group's failure first: a peer that failed and left has its abort
 	 * read before its departure, and that names the cause */
+	J->told = false;
 	rc = mr_jaccl_side_failed(&J->side, err);
-	if (rc < 0)
+	if (rc < 0) {
+		J->told = true;
 		return rc;
+	}
 	for (int i = 0; i < n; i++) {
 		x[i].dnchunks = mr_jaccl_nchunks(x[i].dlen, J->payload);
 		x[i].soff = 0;

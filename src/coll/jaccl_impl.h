@@ -74,6 +74,8 @@ struct mr_jaccl {
 	int depth;                  /* frames per queue pair, each way */
 	int64_t timeout_ms;
 	bool failed;
+	bool told;                  /* the last exchange failed on the group's verdict
+	                               (side channel): its message is whole */
 	struct meshrun_err ferr;
 };
 
