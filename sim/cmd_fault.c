@@ -407,7 +407,11 @@ int mr_simf_host(struct fault_ctx *f, const char *host, bool start, struct meshr
 		mr_sim_host_addr(f->st->subnet, (size_t)hi, addr, sizeof(addr));
 		mr_sim_run(NULL, NULL, "forget neighbour", "ip", "neigh", "del", addr, "dev", br, NULL);
 		free(br);
-		rc = mr_sim_faults_update(f->state, key, NULL, err);
+		/* and it answers again before the fault says so (up.c: check_reach) */
+		const char *names[1] = { host };
+		rc = mr_sim_wait_sshd_reach(names, (const char (*)[16])&addr, 1, 20000, err);
+		if (rc == 0)
+			rc = mr_sim_faults_update(f->state, key, NULL, err);
 	}
 	free(sshd);
 	free(cfg);

@@ -8,7 +8,12 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/timeutil.h"
 #include "common/xalloc.h"
@@ -306,5 +311,121 @@ int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err)
 	free(dir);
 	if (removed)
 		*removed = count;
+	return rc;
+}
+
+/* What the kernel says of the path to addr: its route and neighbour entries,
+ * on one line (for an error naming why a host cannot be reached). */
+static void path_story(const char *addr, struct mr_buf *b)
+{
+	struct mr_buf r = MR_BUF_INIT, n = MR_BUF_INIT;
+
+	(void)mr_sim_run(&r, NULL, "route", "ip", "route", "get", addr, NULL);
+	(void)mr_sim_run(&n, NULL, "neighbour", "ip", "neigh", "show", "to", addr, NULL);
+	for (size_t i = 0; i < r.len; i++)
+		if (r.p[i] == '\n')
+			r.p[i] = ' ';
+	for (size_t i = 0; i < n.len; i++)
+		if (n.p[i] == '\n')
+			n.p[i] = ' ';
+	while (r.len && r.p[r.len - 1] == ' ')
+		r.len--;
+	while (n.len && n.p[n.len - 1] == ' ')
+		n.len--;
+	mr_buf_printf(b, "ip route get: '%.*s'; ip neigh: '%.*s'", (int)r.len, r.p ? r.p : "",
+		      (int)n.len, n.p ? n.p : "");
+	mr_buf_release(&r);
+	mr_buf_release(&n);
+}
+
+static int reach_start(const char *addr)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(22) };
+	int fd;
+
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int mr_sim_wait_sshd_reach(const char *const *names, const char (*addrs)[16], size_t n, int timeout_ms,
+			   struct meshrun_err *err)
+{
+	struct pollfd *pfd = xcalloc(n ? n : 1, sizeof(*pfd));
+	int64_t *next = xcalloc(n ? n : 1, sizeof(*next));
+	int *why = xcalloc(n ? n : 1, sizeof(*why));
+	bool *done = xcalloc(n ? n : 1, sizeof(*done));
+	int64_t deadline = mr_now_ms() + timeout_ms;
+	size_t left = n;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		pfd[i].fd = -1;
+	while (left && mr_ms_left(deadline) > 0) {
+		int64_t now = mr_now_ms();
+		for (size_t i = 0; i < n; i++) {
+			if (done[i] || pfd[i].fd >= 0 || next[i] > now)
+				continue;
+			pfd[i].fd = reach_start(addrs[i]);
+			pfd[i].events = POLLOUT;
+			if (pfd[i].fd < 0) {
+				why[i] = errno;
+				next[i] = now + 100;
+			}
+		}
+		int wait = mr_ms_left(deadline) < 100 ? (int)mr_ms_left(deadline) : 100;
+		if (poll(pfd, (nfds_t)n, wait) < 0 && errno != EINTR) {
+			rc = mr_err_sys(err, "poll");
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++) {
+			int e = 0;
+			socklen_t el = sizeof(e);
+
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			if (getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+				e = errno;
+			close(pfd[i].fd);
+			pfd[i].fd = -1;
+			pfd[i].revents = 0;
+			if (e == 0) {
+				done[i] = true;
+				left--;
+			} else { /* refused (not listening yet) or unresolved: again shortly */
+				why[i] = e;
+				next[i] = mr_now_ms() + 100;
+			}
+		}
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (done[i])
+			continue;
+		struct mr_buf story = MR_BUF_INIT;
+		path_story(addrs[i], &story);
+		rc = mr_err_set(err, MESHRUN_E_TIMEOUT,
+				"host '%s': its sshd (%s:22) did not answer from the management bridge "
+				"within %d s (%s), %zu host(s) not reached in all; %s",
+				names[i], addrs[i], timeout_ms / 1000,
+				why[i] ? strerror(why[i]) : "no answer", left, mr_buf_cstr(&story));
+		mr_buf_release(&story);
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	free(pfd);
+	free(next);
+	free(why);
+	free(done);
 	return rc;
 }

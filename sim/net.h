@@ -2,7 +2,7 @@
  * net.h - finding and removing what a cluster made, by name prefix: namespaces
  * under /run/netns, links in the root namespace, processes inside a namespace,
  * and the state directory. Used by `down`, by `up` to undo a failed bring-up,
- * and to refuse `up` over leftovers.
+ * and to refuse `up` over leftovers; and whether the hosts answer from here.
  */
 #ifndef MR_SIM_NET_H
 #define MR_SIM_NET_H
@@ -34,5 +34,14 @@ bool mr_sim_cluster_exists(const char *name);
  * failures and reports the first. *removed (if non-NULL) counts what it removed.
  */
 int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err);
+/*
+ * Wait until every host's sshd (addrs[i]:22, names[i] for messages) accepts a
+ * TCP connection from this namespace, retrying refused and unresolved connects
+ * until timeout_ms: a pid file says sshd listens, this says the path to it
+ * works too. On failure the error names the first host not reached, the last
+ * errno, and the kernel's route and neighbour entries for its address.
+ */
+int mr_sim_wait_sshd_reach(const char *const *names, const char (*addrs)[16], size_t n,
+			   int timeout_ms, struct meshrun_err *err);
 
 #endif

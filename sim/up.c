@@ -15,6 +15,7 @@
  *   6. known_hosts and authorized_keys, then one sshd per host, each in a mount
  *      and UTS namespace of its own: root logs in with zsh, `hostname` is the
  *      host's name, /Library is the host's own, its launchd has booted (login.h);
+ *      then each sshd answers a connect over the management bridge;
  *   7. soft-RoCE where the kernel has rdma_rxe; then what ibv_devices answers
  *      (live.h: the fixture's devices only where they exist, or --pretend-rdma).
  */
@@ -68,8 +69,33 @@ struct up {
 	struct mr_progress *pg;       /* the step line: hosts done / total per phase */
 };
 
+/* Whether this machine routes some of 10.230.K.0/24 (a /24 or narrower) on its
+ * own: another bridge, a user's route, or an unreachable route a test left
+ * behind. A cluster there would find some of its hosts unreachable. */
+static bool subnet_routed_locally(uint32_t net)
+{
+	FILE *f = fopen("/proc/net/route", "re");
+	char line[256];
+	bool used = false;
+
+	if (!f)
+		return false;
+	while (!used && fgets(line, sizeof(line), f)) {
+		unsigned dst, mask;
+
+		if (sscanf(line, "%*s %x %*x %*x %*d %*d %*d %x", &dst, &mask) != 2)
+			continue; /* the header */
+		dst = ntohl(dst);
+		mask = ntohl(mask);
+		used = mask >= 0xffffff00u && (dst & 0xffffff00u) == net;
+	}
+	fclose(f);
+	return used;
+}
+
 static bool subnet_used_locally(unsigned k)
 {
+	uint32_t net = ((uint32_t)MR_SIM_NET_A << 24) | ((uint32_t)MR_SIM_NET_B << 16) | (k << 8);
 	struct ifaddrs *ifa = NULL;
 	bool used = false;
 
@@ -79,10 +105,10 @@ static bool subnet_used_locally(unsigned k)
 		if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET)
 			continue;
 		uint32_t a = ntohl(((struct sockaddr_in *)(void *)p->ifa_addr)->sin_addr.s_addr);
-		used = (a >> 8) == (((uint32_t)MR_SIM_NET_A << 16) | ((uint32_t)MR_SIM_NET_B << 8) | k);
+		used = (a & 0xffffff00u) == net;
 	}
 	freeifaddrs(ifa);
-	return used;
+	return used || subnet_routed_locally(net);
 }
 
 static bool subnet_used_by_cluster(unsigned k, const char *self)
@@ -635,6 +661,24 @@ static int start_sshds(struct up *u, struct meshrun_err *err)
 	return 0;
 }
 
+/* Every host answers over the management bridge before `up` says the cluster
+ * is up: a first ssh (meshconfig's, a test's) must not be the one to find a
+ * host that cannot be reached. */
+#define REACH_TIMEOUT_MS 20000
+
+static int check_reach(struct up *u, struct meshrun_err *err)
+{
+	const char **names = xcalloc(u->cl->nhosts, sizeof(*names));
+	int rc;
+
+	for (size_t i = 0; i < u->cl->nhosts; i++)
+		names[i] = u->cl->hosts[i].name;
+	rc = mr_sim_wait_sshd_reach(names, (const char (*)[16])u->addr, u->cl->nhosts,
+				    REACH_TIMEOUT_MS, err);
+	free(names);
+	return rc;
+}
+
 static bool rxe_available(void)
 {
 	struct stat st;
@@ -841,7 +885,7 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 	}
 	u->made = true;
 	rc = mkdir_p(u->state, 0755, err);
-	mr_progress_init(&pg, stderr, "meshsim up", 6, -1);
+	mr_progress_init(&pg, stderr, "meshsim up", 7, -1);
 	u->pg = &pg;
 	if (rc == 0)
 		rc = up_step(&pg, "state files", 0, write_cluster_files, u, err);
@@ -853,6 +897,8 @@ static int up_run(struct up *u, const char *src, struct meshrun_err *err)
 		rc = up_step(&pg, "known_hosts", 0, write_keys, u, err);
 	if (rc == 0)
 		rc = up_step(&pg, "sshd", u->cl->nhosts, start_sshds, u, err);
+	if (rc == 0)
+		rc = up_step(&pg, "reach", 0, check_reach, u, err);
 	if (rc == 0)
 		rc = up_step(&pg, "soft-RoCE", u->cl->nhosts, make_rxe, u, err);
 	if (rc == 0)

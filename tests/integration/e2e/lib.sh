@@ -42,6 +42,11 @@ done
 
 # Processes started from our build directory (ranks, meshrun) in any namespace.
 our_pids() { pgrep -f "^$BIN/" 2>/dev/null; }
+# Routes into meshsim's management range other than the bridges' own (a test
+# that hides a host must not do it with a route that outlives it): those there
+# before this test are not its doing.
+sim_routes() { ip -o route show root 10.230.0.0/16 2>/dev/null | grep -v ' proto kernel '; }
+ROUTES_BEFORE=$(sim_routes)
 
 cleanup() {
 	for p in $(our_pids); do kill -9 "$p" 2>/dev/null; done
@@ -143,7 +148,7 @@ only_sshd_left() {
 }
 
 # nothing_left NAME: no namespace, root link, process or state of the cluster,
-# and no process of ours (meshrun, ranks) anywhere.
+# no process of ours (meshrun, ranks) anywhere, no route added to 10.230/16.
 nothing_left() {
 	local n=$1
 	if ip netns list | grep -q "^$n-"; then echo "  left: namespace $(ip netns list | grep "^$n-" | head -1)"; return 1; fi
@@ -151,6 +156,7 @@ nothing_left() {
 	if pgrep -f "$MESHSIM_STATE_DIR/$n/" >/dev/null; then echo "  left: process $(pgrep -af "$MESHSIM_STATE_DIR/$n/" | head -1)"; return 1; fi
 	if [ -n "$(our_pids)" ]; then echo "  left: $(pgrep -af "^$BIN/" | head -1)"; return 1; fi
 	if [ -e "$MESHSIM_STATE_DIR/$n" ]; then echo "  left: state dir"; return 1; fi
+	if [ "$(sim_routes)" != "$ROUTES_BEFORE" ]; then echo "  left: route $(sim_routes | head -1)"; return 1; fi
 	return 0
 }
 

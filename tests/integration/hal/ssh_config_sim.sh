@@ -11,9 +11,10 @@
 #   proxycmd  h3 through ProxyCommand `ssh -W %h:%p h2` (h2, h3)
 #   agent     IdentityAgent: the only accepted key is in an ssh-agent (h1, h2)
 #   match     Match host chooses the User (h1, h2; Host * says a user that does not exist)
-# h3 is reachable only through the other hosts: the root namespace routes its
-# management address to "unreachable" (checked: a direct ssh fails), while h1 and
-# h2 reach it over the management bridge.
+# h3 is reachable only through the other hosts: inside h3's namespace the route
+# back to the management bridge's own address is "prohibit" (checked: a direct
+# ssh from here fails), while h1 and h2 reach it over the bridge. The route dies
+# with the namespace: a killed run leaves nothing in this machine's routes.
 #   ssh_config_sim.sh BIN_DIR        (~35 s: 25 s of cases, one cluster up and down)
 . "$(dirname "$0")/../e2e/lib.sh"
 for p in ssh-agent ssh-add; do
@@ -21,10 +22,8 @@ for p in ssh-agent ssh-add; do
 done
 N=$(uniq_name sshcf)
 AGENT_PID=""
-HIDDEN_ROUTE=""
 cleanup_sim() {
 	[ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null
-	[ -n "$HIDDEN_ROUTE" ] && ip route del unreachable "$HIDDEN_ROUTE" 2>/dev/null
 	cleanup
 }
 trap cleanup_sim EXIT
@@ -43,8 +42,9 @@ A1=$(hostaddr "$H1") A2=$(hostaddr "$H2") A3=$(hostaddr "$H3")
 [ -n "$A1" ] && [ -n "$A2" ] && [ -n "$A3" ] || { fail "host addresses in $CFG"; finish; }
 cables "$N" >"$TMP/cables"
 
-# h3 only through h1 or h2
-ip route add unreachable "$A3/32" && HIDDEN_ROUTE="$A3/32" || { fail "route $A3 unreachable"; finish; }
+# h3 only through h1 or h2 (the bridge's address is .254 of the subnet, sim/plan.h)
+BR=${A3%.*}.254
+ip -n "$N-$H3" route add prohibit "$BR/32" || { fail "$H3: route to $BR prohibited"; finish; }
 if ssh -F "$CFG" -o ConnectTimeout=2 "$H3" true 2>/dev/null; then
 	fail "$H3 ($A3) is reachable without a jump: the test network is wrong"; finish
 fi
@@ -138,6 +138,5 @@ for be in libssh2 openssh; do
 	run_case agent "$D/agent.cfg" a1 "$H1" a2 "$H2" "$be"
 	run_case match "$D/match.cfg" m1 "$H1" m2 "$H2" "$be"
 done
-ip route del unreachable "$A3/32" && HIDDEN_ROUTE=""
 down "$N"
 finish

@@ -3,6 +3,9 @@
 # names hash to the same management subnet: each gets its own 10.230.K.0/24
 # (the machine-wide subnet claim), both come up, both go down. Without the
 # claim both picked the hint in the seconds before either bridge had its address.
+# Then: a route this machine has inside the hint's /24 (here an unreachable one
+# for .3, as a killed test could leave) moves `up` to another subnet, and every
+# host of that cluster answers.
 . "$(dirname "$0")/lib.sh"
 
 # meshsim's hint: FNV-1a of the name, mod 250, plus 1 (sim/plan.c)
@@ -52,4 +55,24 @@ done
 [ ! -e /run/meshsim-subnets/"${sa#10.230.}" ] || fail "the claim of $sa was left"
 [ ! -e /run/meshsim-subnets/"${sb#10.230.}" ] || fail "the claim of $sb was left"
 ip netns list | grep -qE "^($A|$B)-" && fail "namespaces left" || ok "nothing left"
+
+C=$(uniq_name sr) ROUTE=
+k=$(hint "$C")
+routed_down() { [ -n "$ROUTE" ] && ip route del unreachable "$ROUTE" 2>/dev/null; both_down; }
+trap routed_down EXIT
+ip route add unreachable "10.230.$k.3/32" && ROUTE=10.230.$k.3/32 || fail "route 10.230.$k.3 unreachable"
+MESHSIM_STATE_DIR=$TMP/a "$MESHSIM" up ring:3 --name "$C" >"$TMP/c.log" 2>&1
+rc=$?
+sc=$(sed -n 's/.*management \(10\.230\.[0-9]*\)\.0.*/\1/p' "$TMP/c.log")
+if [ $rc = 0 ] && [ -n "$sc" ] && [ "$sc" != "10.230.$k" ]; then
+	ok "a route left in 10.230.$k.0/24 (the hint of $C): up took $sc.0/24 instead"
+else
+	fail "up $C beside a route in its hint 10.230.$k: exit $rc, subnet '$sc': $(tail -3 "$TMP/c.log")"
+fi
+for h in h1 h2 h3; do
+	ssh -F "$TMP/a/$C/ssh_config" -o ConnectTimeout=10 "$h" true </dev/null ||
+		fail "$C: $h does not answer"
+done
+MESHSIM_STATE_DIR=$TMP/a "$MESHSIM" down "$C" >/dev/null 2>&1 || fail "down $C"
+ip route del unreachable "$ROUTE" && ROUTE=
 finish
