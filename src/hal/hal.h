@@ -6,10 +6,10 @@
  *   ssh     libssh2, one connection per host reused for every command, many hosts
  *           driven in parallel from one poll loop
  *   openssh the OpenSSH client binary, one control master per host and every
- *           command multiplexed over it (openssh.c), for configurations libssh2
+ *           command multiplexed over it (openssh/), for configurations libssh2
  *           cannot follow (ProxyCommand, ...); same rules as ssh
  *   persist libssh2 through a per-user daemon on this machine that keeps the
- *           connections open between runs (persist.c, persist_daemon.c; --persist)
+ *           connections open between runs (persist/; --persist)
  *   replay  commands answered from fixture files and scripted results (unit tests,
  *           meshconfig --simulate)
  *   auto    the mux (mux.c): local for this machine, ssh/openssh/persist for the rest

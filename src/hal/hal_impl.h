@@ -2,9 +2,9 @@
  * hal_impl.h - what a hal backend implements, and the parts every backend shares.
  * Internal to src/hal: nothing outside this folder includes it.
  *
- * How a backend is written (the six: local.c, replay.c, mux.c, openssh.c,
- * persist.c, and ssh.c, which is split in ssh.c, ssh_chan.c and ssh_conn.c,
- * mapped by ssh_impl.h):
+ * How a backend is written (the six: local.c, replay.c and mux.c here, and one
+ * folder per remote transport: openssh/, persist/ (client, daemon, frames) and
+ * libssh2/ (ssh.c, ssh_chan.c, ssh_conn.c, mapped by libssh2/ssh_impl.h)):
  *
  *   struct ssh_hal {                 struct ssh_proc {
  *           struct mr_hal base;              struct mr_proc base;

@@ -10,7 +10,7 @@
 #include "common/err.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
-#include "hal/persist_proto.h"
+#include "hal/persist/persist_proto.h"
 #include "hal/ssh_opts.h"
 
 #include <setjmp.h>

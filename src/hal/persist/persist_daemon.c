@@ -41,7 +41,7 @@
 #include "common/strvec.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
-#include "hal/persist_proto.h"
+#include "hal/persist/persist_proto.h"
 #include "hal/ssh_config.h"
 
 #include <inttypes.h>

@@ -19,13 +19,13 @@
  *    their option in the authentication error.
  */
 #include "common/compat.h"
-#include "hal/ssh_impl.h"
+#include "hal/libssh2/ssh_impl.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/num.h"
 #include "common/port.h"
 #include "common/timeutil.h"
-#include "hal/ssh_hostkey.h"
+#include "hal/libssh2/ssh_hostkey.h"
 
 #include "common/spawn.h"
 

@@ -18,7 +18,7 @@
  *    its socketpair end, its "stdout" goes back there.
  */
 #include "common/compat.h"
-#include "hal/ssh_impl.h"
+#include "hal/libssh2/ssh_impl.h"
 #include "common/err.h"
 #include "common/port.h"
 #include "common/timeutil.h"

@@ -3,7 +3,7 @@
  * Pure: no I/O, so tests/unit/test_hal_persist.c checks every bound.
  */
 #include "common/compat.h"
-#include "hal/persist_proto.h"
+#include "hal/persist/persist_proto.h"
 
 #include <stdint.h>
 

@@ -20,7 +20,7 @@
  * launcher.
  */
 #include "common/compat.h"
-#include "hal/ssh_impl.h"
+#include "hal/libssh2/ssh_impl.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/port.h"

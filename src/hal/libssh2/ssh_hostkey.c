@@ -1,6 +1,6 @@
 /* ssh_hostkey.c - known_hosts handling of the ssh backend; see ssh_hostkey.h. */
 #include "common/compat.h"
-#include "hal/ssh_hostkey.h"
+#include "hal/libssh2/ssh_hostkey.h"
 
 #include "common/buf.h"
 

@@ -36,7 +36,7 @@
 #include "common/port.h"
 #include "common/timeutil.h"
 #include "hal/hal_impl.h"
-#include "hal/persist_proto.h"
+#include "hal/persist/persist_proto.h"
 #include "hal/ssh_config.h"
 
 #include <fcntl.h>
