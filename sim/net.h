@@ -35,13 +35,14 @@ bool mr_sim_cluster_exists(const char *name);
  */
 int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err);
 /*
- * Wait until every host's sshd (addrs[i]:22, names[i] for messages) accepts a
- * TCP connection from this namespace, retrying refused and unresolved connects
- * until timeout_ms: a pid file says sshd listens, this says the path to it
- * works too. On failure the error names the first host not reached, the last
- * errno, and the kernel's route and neighbour entries for its address.
+ * Wait until every host (addrs[i], names[i] for messages) answers a TCP connect
+ * from this namespace over the management bridge (a reset from a closed port
+ * counts: the path works, and no process of the host is involved), retrying
+ * until timeout_ms: sshd's pid file says it listens, this says the path to the
+ * host works too. On failure the error names the first host not reached, the
+ * last errno, and the kernel's route and neighbour entries for its address.
  */
-int mr_sim_wait_sshd_reach(const char *const *names, const char (*addrs)[16], size_t n,
+int mr_sim_wait_reach(const char *const *names, const char (*addrs)[16], size_t n,
 			   int timeout_ms, struct meshrun_err *err);
 
 #endif

@@ -15,7 +15,7 @@
  *   6. known_hosts and authorized_keys, then one sshd per host, each in a mount
  *      and UTS namespace of its own: root logs in with zsh, `hostname` is the
  *      host's name, /Library is the host's own, its launchd has booted (login.h);
- *      then each sshd answers a connect over the management bridge;
+ *      then every host answers a connect over the management bridge;
  *   7. soft-RoCE where the kernel has rdma_rxe; then what ibv_devices answers
  *      (live.h: the fixture's devices only where they exist, or --pretend-rdma).
  */
@@ -673,7 +673,7 @@ static int check_reach(struct up *u, struct meshrun_err *err)
 
 	for (size_t i = 0; i < u->cl->nhosts; i++)
 		names[i] = u->cl->hosts[i].name;
-	rc = mr_sim_wait_sshd_reach(names, (const char (*)[16])u->addr, u->cl->nhosts,
+	rc = mr_sim_wait_reach(names, (const char (*)[16])u->addr, u->cl->nhosts,
 				    REACH_TIMEOUT_MS, err);
 	free(names);
 	return rc;

@@ -134,13 +134,14 @@ snapshot() {
 
 # only_sshd_left NAME: every process in the cluster's namespaces is its sshd listener.
 only_sshd_left() {
-	local h p bad=0
+	local h p c bad=0
 	for h in ${HOSTS//,/ }; do
 		for p in $(ip netns pids "$1-$h" 2>/dev/null); do
-			case $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) in
+			c=$( { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) # read once: it may exit meanwhile
+			case $c in
 			*"sshd "*"$MESHSIM_STATE_DIR/$1/"*) ;;
 			"") ;; # exited meanwhile
-			*) echo "  left in $h: $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; bad=1 ;;
+			*) echo "  left in $h: $p $c"; bad=1 ;;
 			esac
 		done
 	done
