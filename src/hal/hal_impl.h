@@ -294,7 +294,7 @@ struct mr_proc_backlog {
  */
 void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b));
 
-/* --- what the remote backends' jobs share (ssh_chan.c, openssh.c; their
+/* --- what the remote backends' jobs share (ssh_chan.c, openssh_child.c; their
  * /bin/sh protocol is sh.h's) --- */
 
 /* A job's end, recorded once. */
