@@ -1,7 +1,7 @@
 /*
  * persist_daemon.c - the persist daemon (persist_proto.h: mr_persist_daemon_run):
  * one per user and ssh identity, started by the first client that finds none
- * (persist.c), it keeps one ssh hal (ssh.c: a libssh2 connection per host,
+ * (persist_conn.c), it keeps one ssh hal (ssh.c: a libssh2 connection per host,
  * reused) and runs the clients' commands on it. Connections outlive the
  * clients; the daemon exits when it has had no client for its idle time, or
  * on STOP.

@@ -33,7 +33,7 @@
  * life) for each host: ERR is the lookup's error, gap the first thing
  * libssh2 cannot do for the host (NULL: none), which sends the host to the
  * OpenSSH backend (mux.c). The daemon's socket name covers the ssh_config
- * files' identity and mtime (persist.c), so an edited config never meets a
+ * files' identity and mtime (persist_conn.c), so an edited config never meets a
  * daemon that cached the old one.
  *
  * where ERR is a struct meshrun_err: i32 code, i32 sys_errno, str msg. SPAWN,
