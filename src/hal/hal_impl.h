@@ -153,7 +153,7 @@ struct mr_hal_ops {
 };
 
 /*
- * The persist backend (persist.c): every command and process goes through a
+ * The persist backend (persist/): every command and process goes through a
  * per-user background process (persist_daemon.c) that keeps its authenticated
  * libssh2 connections for opts.persist_ms after its last client, as OpenSSH's
  * ControlPersist does, so the next run reaches a host without a handshake. One
@@ -182,16 +182,16 @@ int mr_hal_private_dir(const char *dir, const char *what, struct meshrun_err *er
  */
 int mr_hal_remove_now(struct mr_hal *hal, const char *host, const char *dir);
 
-/*
- * The persist backend (persist.c) asks its daemon to look hosts up in the
- * daemon's ssh_config (cached there: no `ssh -G` here). For each host errs[i]
- * (the lookup's error) and gaps[i] (malloc'd: the first thing libssh2 cannot do
- * for it, NULL: none; the caller frees). 0, or < 0 when hal is not a persist
- * hal or the daemon did not answer (gaps all NULL).
- */
 /* The daemon's socket for opts into path (its directory made 0700): a hash of
- * the identity and the ssh_config files' stamps (persist.c). */
+ * the identity and the ssh_config files' stamps (persist/persist_conn.c). */
 int mr_hal_persist_path(const struct mr_hal_opts *o, char *path, size_t n, struct meshrun_err *err);
+/*
+ * The persist backend (persist/persist.c) asks its daemon to look hosts up in
+ * the daemon's ssh_config (cached there: no `ssh -G` here). For each host
+ * errs[i] (the lookup's error) and gaps[i] (malloc'd: the first thing libssh2
+ * cannot do for it, NULL: none; the caller frees). 0, or < 0 when hal is not a
+ * persist hal or the daemon did not answer (gaps all NULL).
+ */
 int mr_hal_persist_resolve(struct mr_hal *hal, const char *const *hosts, size_t n, char **gaps,
 			   struct meshrun_err *errs);
 
