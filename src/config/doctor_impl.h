@@ -4,20 +4,26 @@
  *
  *   doctor.c         options, the hal, the phases in order, the exit code
  *   doctor_facts.c   the script each host runs, and its output parsed (pure)
- *   doctor_checks.c  reach, software, cables, rdma, housekeeping from the facts
- *                    (pure: no I/O), and what the path phase must try
+ *   doctor_checks.c  reach, software, housekeeping from the facts (pure: no
+ *                    I/O), then the path phase's results; dr_check_facts also
+ *                    runs doctor_cables.c's two checks, between software and
+ *                    housekeeping
+ *   doctor_cables.c  cables and rdma from the facts and the topology built
+ *                    from them (pure), and the pings the path phase must try
  *   doctor_path.c    the job's endpoints, pings and connects over the hal
  *   doctor_report.c  the table and --json
  *   doctor_probe.c   the program the path phase runs on the hosts
  *
  * Calls go down: doctor.c -> doctor_path.c -> doctor_checks.c ->
- * doctor_facts.c; doctor_report.c and doctor_probe.c are leaves.
+ * doctor_cables.c -> doctor_facts.c (doctor_cables.c calls back only
+ * dr_find, dr_cell, dr_have and dr_is_darwin); doctor_report.c and
+ * doctor_probe.c are leaves.
  *
  * Phases (each one mr_hal_run batch over every host at once):
  *   1. reach:   `date +%s` on every host: the time to its end is the host's
  *               connect time, its answer the host's clock
  *   2. facts:   the facts script (doctor_facts.c) on every host reached
- *   3. checks:  doctor_checks.c over the facts (no I/O)
+ *   3. checks:  doctor_checks.c and doctor_cables.c over the facts (no I/O)
  *   4. path:    listeners spawned (mr_hal_spawn, as meshrun spawns ranks),
  *               then one batch, a command per host: its pings, then its
  *               connects (doctor_path.c)
@@ -45,7 +51,7 @@ enum dr_status { DR_NA = 0, DR_OK, DR_WARN, DR_FAIL };
 /* "reach", "software", "cables", "rdma", "path", "housekeeping" */
 extern const char *const dr_check_names[DR_NCHECK];
 
-/* Thresholds (doctor_checks.c; documented in docs/guide-macs.md). */
+/* Thresholds (doctor_checks.c, doctor_cables.c; documented in docs/guide-macs.md). */
 #define DR_SLOW_CONNECT_MS 3000   /* reach: warn above */
 #define DR_CLOCK_SKEW_MS 2000     /* housekeeping: fail when surely further off the median */
 #define DR_DISK_FAIL_KB (100 * 1024)        /* free space where jobs write: fail below */
@@ -247,12 +253,26 @@ void dr_find(struct doctor *d, size_t host, enum dr_check check, enum dr_status 
 void dr_cell(struct doctor *d, size_t host, enum dr_check check, enum dr_status st);
 /* The effective backend and what follows from it (RDMA wanted, GID index). */
 int dr_job_setup(struct doctor *d, struct meshrun_err *err);
+/* A host whose facts are in: reached, and the script ran to its end. */
+bool dr_have(const struct doctor *d, size_t h);
+/* The host's uname -s is Darwin (macOS). */
+bool dr_is_darwin(const struct dr_facts *f);
 /* Every check from the facts; fills d->pings with the pings to run. */
 void dr_check_facts(struct doctor *d);
 /* Ping results into the cables column. */
 void dr_check_pings(struct doctor *d);
 /* Bind and connect results into the path column. */
 void dr_check_path(struct doctor *d);
+
+/* ---- doctor_cables.c (called from dr_check_facts, in this order) -------------- */
+
+/* Builds d->tc, d->tc_host (owned by d, freed in doctor_release) and
+ * d->mtu_mode; judges every cable and the hostfile's addresses; appends the
+ * pings to run to d->pings. */
+void dr_check_cables(struct doctor *d);
+/* The RDMA devices the hostfile names (when the backend wants RDMA), looked
+ * up on the topology dr_check_cables built: call it after that. */
+void dr_check_rdma(struct doctor *d);
 
 /* ---- doctor_path.c -------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * doctor_path.c - the doctor's path check: the connections the job will make,
  * on the ports it will use, tried before it runs; and the pings over the
- * cables (doctor_checks.c decides which).
+ * cables (doctor_cables.c decides which).
  *
  * The endpoints come from launch/env.h's own builders, so they are the ones
  * meshrun hands the ranks:
