@@ -314,6 +314,16 @@ int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err)
 	return rc;
 }
 
+/* A command's output as one line: newlines as spaces, none at the end. */
+static void one_line(struct mr_buf *b)
+{
+	for (size_t i = 0; i < b->len; i++)
+		if (b->p[i] == '\n')
+			b->p[i] = ' ';
+	while (b->len && b->p[b->len - 1] == ' ')
+		b->len--;
+}
+
 /* What the kernel says of the path to addr: its route and neighbour entries,
  * on one line (for an error naming why a host cannot be reached). */
 static void path_story(const char *addr, struct mr_buf *b)
@@ -322,16 +332,8 @@ static void path_story(const char *addr, struct mr_buf *b)
 
 	(void)mr_sim_run(&r, NULL, "route", "ip", "route", "get", addr, NULL);
 	(void)mr_sim_run(&n, NULL, "neighbour", "ip", "neigh", "show", "to", addr, NULL);
-	for (size_t i = 0; i < r.len; i++)
-		if (r.p[i] == '\n')
-			r.p[i] = ' ';
-	for (size_t i = 0; i < n.len; i++)
-		if (n.p[i] == '\n')
-			n.p[i] = ' ';
-	while (r.len && r.p[r.len - 1] == ' ')
-		r.len--;
-	while (n.len && n.p[n.len - 1] == ' ')
-		n.len--;
+	one_line(&r);
+	one_line(&n);
 	mr_buf_printf(b, "ip route get: '%.*s'; ip neigh: '%.*s'", (int)r.len, r.p ? r.p : "",
 		      (int)n.len, n.p ? n.p : "");
 	mr_buf_release(&r);
@@ -363,7 +365,7 @@ static int reach_start(const char *addr)
 }
 
 int mr_sim_wait_reach(const char *const *names, const char (*addrs)[16], size_t n, int timeout_ms,
-			   struct meshrun_err *err)
+		      struct meshrun_err *err)
 {
 	struct pollfd *pfd = xcalloc(n ? n : 1, sizeof(*pfd));
 	int64_t *next = xcalloc(n ? n : 1, sizeof(*next));

@@ -43,6 +43,6 @@ int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err);
  * last errno, and the kernel's route and neighbour entries for its address.
  */
 int mr_sim_wait_reach(const char *const *names, const char (*addrs)[16], size_t n,
-			   int timeout_ms, struct meshrun_err *err);
+		      int timeout_ms, struct meshrun_err *err);
 
 #endif
