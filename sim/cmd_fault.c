@@ -409,7 +409,7 @@ int mr_simf_host(struct fault_ctx *f, const char *host, bool start, struct meshr
 		free(br);
 		/* and it answers again before the fault says so (up.c: check_reach) */
 		const char *names[1] = { host };
-		rc = mr_sim_wait_reach(names, (const char (*)[16])&addr, 1, 20000, err);
+		rc = mr_sim_wait_reach(names, (const char (*)[16])&addr, 1, MR_SIM_REACH_TIMEOUT_MS, err);
 		if (rc == 0)
 			rc = mr_sim_faults_update(f->state, key, NULL, err);
 	}

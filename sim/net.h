@@ -42,6 +42,7 @@ int mr_sim_teardown(const char *name, size_t *removed, struct meshrun_err *err);
  * host works too. On failure the error names the first host not reached, the
  * last errno, and the kernel's route and neighbour entries for its address.
  */
+#define MR_SIM_REACH_TIMEOUT_MS 20000 /* up, fault start and reboot alike */
 int mr_sim_wait_reach(const char *const *names, const char (*addrs)[16], size_t n,
 		      int timeout_ms, struct meshrun_err *err);
 

@@ -493,8 +493,6 @@ static int start_sshds(struct up *u, struct meshrun_err *err)
 /* Every host answers over the management bridge before `up` says the cluster
  * is up: a first ssh (meshconfig's, a test's) must not be the one to find a
  * host that cannot be reached. */
-#define REACH_TIMEOUT_MS 20000
-
 static int check_reach(struct up *u, struct meshrun_err *err)
 {
 	const char **names = xcalloc(u->cl->nhosts, sizeof(*names));
@@ -503,7 +501,7 @@ static int check_reach(struct up *u, struct meshrun_err *err)
 	for (size_t i = 0; i < u->cl->nhosts; i++)
 		names[i] = u->cl->hosts[i].name;
 	rc = mr_sim_wait_reach(names, (const char (*)[16])u->addr, u->cl->nhosts,
-				    REACH_TIMEOUT_MS, err);
+				    MR_SIM_REACH_TIMEOUT_MS, err);
 	free(names);
 	return rc;
 }
