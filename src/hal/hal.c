@@ -7,7 +7,6 @@
 #include "common/err.h"
 #include "common/port.h"
 #include "common/shquote.h"
-#include "common/timeutil.h"
 #include "hal/hal_impl.h"
 
 #include <signal.h>
@@ -197,37 +196,6 @@ void mr_proc_deliver_exit(struct mr_proc *p, int hal_rc, int status, int sig,
 	p->exited = true;
 	if (!quiet && p->ev.on_exit)
 		p->ev.on_exit(p, hal_rc, status, sig, err, p->ev.ctx);
-}
-
-bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int sig,
-			const struct meshrun_err *err)
-{
-	if (e->done)
-		return false;
-	e->done = true;
-	e->hal_rc = hal_rc;
-	e->status = status;
-	e->sig = sig;
-	if (err)
-		e->err = *err;
-	return true;
-}
-
-void mr_hal_job_end_report(const struct mr_hal_job_end *e, struct mr_hal *hal, struct mr_hal_cmd **cmd,
-			   int64_t start_ms)
-{
-	struct mr_hal_cmd *c = *cmd;
-
-	if (!c)
-		return;
-	c->hal_rc = e->hal_rc;
-	c->status = e->status;
-	c->signal = e->sig;
-	if (e->hal_rc < 0)
-		c->err = e->err;
-	c->elapsed_ms = mr_now_ms() - start_ms;
-	*cmd = NULL;
-	mr_hal_cmd_done(hal, c);
 }
 
 void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b))

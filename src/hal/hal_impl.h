@@ -91,6 +91,7 @@
 #include "common/compat.h"
 #include "common/buf.h"
 #include "hal/hal.h"
+#include "hal/sh.h"
 
 #include <poll.h>
 
@@ -294,8 +295,18 @@ struct mr_proc_backlog {
  */
 void mr_hal_deliver_backlogs(struct mr_hal *hal, void (*get)(struct mr_proc *p, struct mr_proc_backlog *b));
 
-/* --- what the remote backends' jobs share (ssh_chan.c, openssh_child.c; their
- * /bin/sh protocol is sh.h's) --- */
+/* --- the job both ssh backends keep per remote command (job.c) ---
+ *
+ * libssh2/ssh_chan.c's struct job and openssh/openssh_child.c's struct ojob
+ * embed struct mr_hal_job as `base`: a command line run through sh.h's /bin/sh
+ * protocol, its stdin queue, its stdout until the pgid marker, its output held
+ * for a proc and its end. How the bytes travel (a channel, an ssh client) is
+ * the backend's. Lifecycle: mr_hal_job_init() -> ... -> mr_hal_job_release()
+ * (the backend frees its own struct after).
+ */
+
+/* A proc's stream held for delivery stops being read above this. */
+#define MR_HAL_JOB_PENDING_MAX (4u << 20)
 
 /* A job's end, recorded once. */
 struct mr_hal_job_end {
@@ -303,6 +314,32 @@ struct mr_hal_job_end {
 	int hal_rc, status, sig;  /* hal_rc < 0: err says why */
 	struct meshrun_err err;
 };
+
+struct mr_hal_job {
+	char *cmdline;                /* what the remote shell runs; owned */
+	struct mr_buf in;             /* stdin not yet written */
+	bool in_closed;               /* no more stdin comes */
+	struct mr_hal_marker mark;    /* stdout until the marker was seen */
+	long pgid;                    /* 0 until known */
+	bool registered;              /* pgid told to the host's watchdog */
+	int pending_sig;              /* proc: signal to send once pgid is known */
+	struct mr_hal_job_end end;    /* the result, once known */
+	int64_t start_ms, deadline_ms; /* deadline 0: none */
+	struct mr_hal_cmd *cmd;       /* run: where results go (NULL once delivered) */
+	struct mr_buf pout, perr;     /* proc: output not yet delivered */
+};
+
+/* Zero j, copy cmdline, start the clock. 0, or MESHRUN_E_NOMEM (nothing to release). */
+int mr_hal_job_init(struct mr_hal_job *j, const char *cmdline);
+/* A zeroed backend job struct (size bytes, its struct mr_hal_job at offset)
+ * with that part initialized; NULL when out of memory. Through the macro:
+ * struct job *j = mr_hal_job_new(struct job, base, cmdline). free() frees it. */
+void *mr_hal_job_alloc(size_t size, size_t offset, const char *cmdline);
+#define mr_hal_job_new(type, member, cmdline) \
+	((type *)mr_hal_job_alloc(sizeof(type), offsetof(type, member), (cmdline)))
+/* Free what j owns (not j itself). */
+void mr_hal_job_release(struct mr_hal_job *j);
+
 /* Record the end unless it is known already; false when it was (nothing changed). */
 bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int sig,
 			const struct meshrun_err *err);
@@ -310,6 +347,27 @@ bool mr_hal_job_end_set(struct mr_hal_job_end *e, int hal_rc, int status, int si
  * is reported to hal (mr_hal_cmd_done) and becomes NULL. No-op when *cmd is NULL. */
 void mr_hal_job_end_report(const struct mr_hal_job_end *e, struct mr_hal *hal, struct mr_hal_cmd **cmd,
 			   int64_t start_ms);
+
+/* A proc's job: what mr_hal_deliver_backlogs() takes from it (its buffers). */
+void mr_hal_job_backlog(struct mr_hal_job *j, struct mr_proc_backlog *b);
+/* A proc's job has something to deliver: output, or its end. */
+bool mr_hal_job_has_news(const struct mr_hal_job *j);
+/* A proc's held output on that stream (is_err: stderr) is over MR_HAL_JOB_PENDING_MAX. */
+bool mr_hal_job_over_cap(const struct mr_hal_job *j, bool is_err);
+
+/* proc_write for p's job: queue a copy of the bytes. 0 or MESHRUN_E_NOMEM. */
+int mr_hal_job_queue_input(struct mr_hal_job *j, const struct mr_proc *p, const void *data, size_t len,
+			   struct meshrun_err *err);
+/*
+ * proc_signal for p's job, up to the kill: < 0 with err (a signal no remote
+ * host can be told by name; or no pgid though the marker was due, which the
+ * backend says with marker_due, and is no longer looked for), 0 when nothing
+ * more is to be done (gone: the job has ended or has no way to its host any
+ * more; or the pgid is not known yet: sig is kept and sent once it is), 1 when
+ * the backend must queue the kill of j->pgid now.
+ */
+int mr_hal_job_signal(struct mr_hal_job *j, const struct mr_proc *p, int sig, bool gone, bool marker_due,
+		      struct meshrun_err *err);
 
 /* --- watched fds inside a backend's poll --- */
 

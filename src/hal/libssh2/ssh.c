@@ -99,9 +99,9 @@ static int64_t next_deadline(const struct ssh_hal *sh)
 		if (c->state >= C_TCP && c->state <= C_AUTH && (d < 0 || c->deadline_ms < d))
 			d = c->deadline_ms;
 		for (const struct job *j = c->head; j; j = j->next)
-			if ((j->kind == J_RUN || j->kind == J_KILL) && !j->end.done && j->deadline_ms &&
-			    (d < 0 || j->deadline_ms < d))
-				d = j->deadline_ms;
+			if ((j->kind == J_RUN || j->kind == J_KILL) && !j->base.end.done && j->base.deadline_ms &&
+			    (d < 0 || j->base.deadline_ms < d))
+				d = j->base.deadline_ms;
 		if (w >= 0 && (d < 0 || w < d))
 			d = w;
 	}
@@ -157,9 +157,9 @@ static int add_conn_pollfds(struct ssh_hal *sh, struct mr_pollset *ps, bool mark
 
 			if (j->kind != J_TUNNEL || j->tun_fd < 0 || j->st != S_IO)
 				continue;
-			if (!j->in_closed && j->in.len < READ_CHUNK * 8)
+			if (!j->base.in_closed && j->base.in.len < READ_CHUNK * 8)
 				tev |= POLLIN;
-			if (j->pout.len)
+			if (j->base.pout.len)
 				tev |= POLLOUT;
 			if (tev && mr_pollset_add(ps, j->tun_fd, tev) < 0)
 				return MESHRUN_E_NOMEM;
@@ -244,7 +244,7 @@ static bool runs_done(struct ssh_hal *sh, void *arg)
 	(void)cmds;
 	for (struct conn *c = sh->conns; c; c = c->next)
 		for (struct job *j = c->head; j; j = j->next)
-			if (j->kind == J_RUN && j->cmd)
+			if (j->kind == J_RUN && j->base.cmd)
 				return false;
 	return true;
 }
@@ -296,16 +296,16 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 			cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_NOMEM, "'%s': out of memory", host);
 			continue;
 		}
-		j->cmd = cmd;
+		j->base.cmd = cmd;
 		j->run_hal = hal;
-		j->mark.want = true;
-		j->deadline_ms = j->start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
-		if (cmd->stdin_len && mr_buf_append(&j->in, cmd->stdin_data, cmd->stdin_len) < 0) {
+		j->base.mark.want = true;
+		j->base.deadline_ms = j->base.start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
+		if (cmd->stdin_len && mr_buf_append(&j->base.in, cmd->stdin_data, cmd->stdin_len) < 0) {
 			mr_ssh_job_free(j);
 			cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_NOMEM, "'%s': out of memory", host);
 			continue;
 		}
-		j->in_closed = true;
+		j->base.in_closed = true;
 		mr_ssh_conn_prepare(c);
 		mr_ssh_job_link(c, j, false);
 	}
@@ -320,7 +320,7 @@ static int ssh_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct
 	if (rc < 0) { /* give every unfinished command a result */
 		for (struct conn *c = sh->conns; c; c = c->next)
 			for (struct job *j = c->head; j; j = j->next)
-				if (j->cmd)
+				if (j->base.cmd)
 					mr_ssh_job_fail(j, rc, "'%s': %s", c->cfg.dest, err ? err->msg : "poll failed");
 	}
 	return rc;
@@ -395,7 +395,7 @@ static int ssh_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pr
 	if (mr_proc_init(&p->base, hal, sp) < 0)
 		goto nomem;
 	mr_buf_release(&line);
-	j->mark.want = true;
+	j->base.mark.want = true;
 	j->proc = p;
 	p->job = j;
 	mr_ssh_conn_prepare(c);
@@ -415,12 +415,9 @@ static int ssh_proc_write(struct mr_proc *p, const void *data, size_t len, struc
 {
 	struct job *j = to_ssh_proc(p)->job;
 
-	if (j->end.done || !j->conn)
+	if (j->base.end.done || !j->conn)
 		return 0; /* it is gone; its exit is on the way */
-	if (mr_buf_append(&j->in, data, len) < 0)
-		return mr_err_set(err, MESHRUN_E_NOMEM, "write to '%s' on '%s': out of memory",
-				  p->cmdline, p->host);
-	return 0;
+	return mr_hal_job_queue_input(&j->base, p, data, len, err);
 }
 
 static int ssh_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err)
@@ -428,31 +425,18 @@ static int ssh_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err)
 	struct job *j = to_ssh_proc(p)->job;
 
 	(void)err;
-	j->in_closed = true;
+	j->base.in_closed = true;
 	return 0;
 }
 
 static int ssh_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 {
 	struct job *j = to_ssh_proc(p)->job;
+	int rc = mr_hal_job_signal(&j->base, p, sig, j->base.end.done || !j->conn, j->st >= S_IO, err);
 
-	if (!mr_sh_sig_name(sig))
-		return mr_err_set(err, MESHRUN_E_INVAL, "signal %d for '%s' on '%s': cannot name it to a remote host",
-				  sig, p->cmdline, p->host);
-	if (j->end.done || !j->conn)
-		return 0;
-	if (!j->pgid) {
-		if (j->st >= S_IO && !j->mark.want)
-			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
-					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
-					  p->cmdline, p->host);
-		/* the supervisor's CONT follows its TERM at once: a CONT must not
-		 * replace the TERM (the rank would run until the KILL, seconds later) */
-		if (sig != SIGCONT || !j->pending_sig)
-			j->pending_sig = sig;
-		return 0;
-	}
-	if (!mr_ssh_queue_kill(j->conn, j->pgid, sig))
+	if (rc <= 0)
+		return rc;
+	if (!mr_ssh_queue_kill(j->conn, j->base.pgid, sig))
 		return mr_err_set(err, MESHRUN_E_NOMEM, "signal '%s' on '%s': out of memory",
 				  p->cmdline, p->host);
 	return 0;
@@ -465,7 +449,7 @@ static bool any_proc_pending(struct ssh_hal *sh)
 
 		if (p->exited || p->release_pending)
 			continue;
-		if (j->pout.len || j->perr.len || j->end.done)
+		if (mr_hal_job_has_news(&j->base))
 			return true;
 	}
 	return false;
@@ -483,9 +467,7 @@ static int running_procs(struct ssh_hal *sh)
 
 static void backlog(struct mr_proc *p, struct mr_proc_backlog *b)
 {
-	struct job *j = to_ssh_proc(p)->job;
-
-	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->end.done, j->end.hal_rc, j->end.status, j->end.sig, &j->end.err };
+	mr_hal_job_backlog(&to_ssh_proc(p)->job->base, b);
 }
 
 static void deliver(struct ssh_hal *sh)
@@ -524,16 +506,16 @@ static int ssh_poll_prepare(struct mr_hal *hal, struct mr_pollset *ps, int *time
 static bool job_is_done(struct ssh_hal *sh, void *arg)
 {
 	(void)sh;
-	return ((struct job *)arg)->end.done;
+	return ((struct job *)arg)->base.end.done;
 }
 
 /* Signal a proc's process group; before its pgid is known, once it is. */
 static void job_kill(struct job *j, int sig)
 {
-	if (j->pgid)
-		mr_ssh_queue_kill(j->conn, j->pgid, sig);
+	if (j->base.pgid)
+		mr_ssh_queue_kill(j->conn, j->base.pgid, sig);
 	else
-		j->pending_sig = sig;
+		j->base.pending_sig = sig;
 }
 
 /* TERM, grace, KILL, grace: wait (no callbacks) until j has an exit or time is up. */
@@ -541,11 +523,11 @@ static void kill_and_wait(struct ssh_hal *sh, struct job *j)
 {
 	static const int sigs[] = { SIGTERM, SIGKILL };
 
-	for (size_t k = 0; k < ARRAY_SIZE(sigs) && !j->end.done && j->conn; k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(sigs) && !j->base.end.done && j->conn; k++) {
 		int64_t end = mr_now_ms() + MR_HAL_KILL_GRACE_MS;
 
 		job_kill(j, sigs[k]);
-		while (!j->end.done && j->conn && mr_now_ms() < end)
+		while (!j->base.end.done && j->conn && mr_now_ms() < end)
 			if (pump(sh, mr_ms_left(end), false, job_is_done, j) < 0)
 				break;
 	}
@@ -571,7 +553,7 @@ static void ssh_proc_release(struct mr_proc *mp)
 	struct ssh_proc *p = to_ssh_proc(mp);
 	struct ssh_hal *sh = to_ssh_hal(mp->hal);
 
-	if (!p->job->end.done)
+	if (!p->job->base.end.done)
 		kill_and_wait(sh, p->job);
 	proc_forget(p);
 }
@@ -582,7 +564,7 @@ static bool procs_done(struct ssh_hal *sh, void *arg)
 	for (struct mr_proc *p = sh->base.procs; p; p = p->next) {
 		struct job *j = to_ssh_proc(p)->job;
 
-		if (!j->end.done && j->conn)
+		if (!j->base.end.done && j->conn)
 			return false;
 	}
 	return true;
@@ -600,7 +582,7 @@ static void ssh_free(struct mr_hal *hal)
 		for (struct mr_proc *p = hal->procs; p; p = p->next) {
 			struct job *j = to_ssh_proc(p)->job;
 
-			if (j->end.done || !j->conn)
+			if (j->base.end.done || !j->conn)
 				continue;
 			job_kill(j, sigs[k]);
 		}
@@ -649,7 +631,7 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	/* from a run's on_done (hal.h): a line for the watchdog there, nothing new */
 	if (hal->run) {
 		c = mr_ssh_conn_find(to_ssh_hal(hal), host);
-		if (!c || !c->watchdog || c->watchdog->in_closed)
+		if (!c || !c->watchdog || c->watchdog->base.in_closed)
 			return mr_err_set(err, MESHRUN_E_CONNECT, "remove '%s' at exit on '%s': no watchdog there yet",
 					  dir, host);
 		goto queue;
@@ -669,7 +651,7 @@ static int ssh_remove_at_exit(struct mr_hal *hal, const char *host, const char *
 	}
 	ensure_watchdog(c, NULL);
 queue:
-	if (!c->watchdog || mr_buf_printf(&c->watchdog->in, "%c%s\n", dir[0] == '/' ? 'D' : 'M', dir) < 0)
+	if (!c->watchdog || mr_buf_printf(&c->watchdog->base.in, "%c%s\n", dir[0] == '/' ? 'D' : 'M', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);
 	return 0;
 }
@@ -679,9 +661,9 @@ static int ssh_remove_now(struct mr_hal *hal, const char *host, const char *dir)
 {
 	struct conn *c = mr_ssh_conn_find(to_ssh_hal(hal), mr_hal_host_name(host));
 
-	if (!c || !c->watchdog || c->watchdog->in_closed)
+	if (!c || !c->watchdog || c->watchdog->base.in_closed)
 		return 0;
-	return mr_buf_printf(&c->watchdog->in, "R%s\n", dir) < 0 ? MESHRUN_E_NOMEM : 0;
+	return mr_buf_printf(&c->watchdog->base.in, "R%s\n", dir) < 0 ? MESHRUN_E_NOMEM : 0;
 }
 
 static const struct mr_hal_ops ssh_ops = {

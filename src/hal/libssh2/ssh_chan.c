@@ -33,11 +33,7 @@ void mr_ssh_job_free(struct job *j)
 {
 	if (j->kind == J_TUNNEL)
 		mr_ssh_tunnel_gone(j);
-	free(j->cmdline);
-	mr_buf_release(&j->in);
-	mr_buf_release(&j->mark.pre);
-	mr_buf_release(&j->pout);
-	mr_buf_release(&j->perr);
+	mr_hal_job_release(&j->base);
 	free(j);
 }
 
@@ -100,18 +96,12 @@ void mr_ssh_job_unlink(struct job *j)
 
 struct job *mr_ssh_job_new(enum job_kind kind, const char *cmdline)
 {
-	struct job *j = calloc(1, sizeof(*j));
+	struct job *j = mr_hal_job_new(struct job, base, cmdline);
 
 	if (!j)
 		return NULL;
 	j->kind = kind;
 	j->tun_fd = -1;
-	j->cmdline = strdup(cmdline);
-	if (!j->cmdline) {
-		free(j);
-		return NULL;
-	}
-	j->start_ms = mr_now_ms();
 	return j;
 }
 
@@ -119,21 +109,21 @@ static int watchdog_line(struct conn *c, char op, long pgid);
 
 static int watchdog_line(struct conn *c, char op, long pgid)
 {
-	if (!c->watchdog || c->watchdog->in_closed)
+	if (!c->watchdog || c->watchdog->base.in_closed)
 		return 0;
-	return mr_buf_printf(&c->watchdog->in, "%c%ld\n", op, pgid) < 0 ? MESHRUN_E_NOMEM : 0;
+	return mr_buf_printf(&c->watchdog->base.in, "%c%ld\n", op, pgid) < 0 ? MESHRUN_E_NOMEM : 0;
 }
 
 /* Record the result once (run: into its command; proc: kept for delivery). */
 static void job_result(struct job *j, int hal_rc, int status, int sig, const struct meshrun_err *err)
 {
-	if (!mr_hal_job_end_set(&j->end, hal_rc, status, sig, err))
+	if (!mr_hal_job_end_set(&j->base.end, hal_rc, status, sig, err))
 		return;
-	if (j->registered && j->conn) {
-		watchdog_line(j->conn, '-', j->pgid);
-		j->registered = false;
+	if (j->base.registered && j->conn) {
+		watchdog_line(j->conn, '-', j->base.pgid);
+		j->base.registered = false;
 	}
-	mr_hal_job_end_report(&j->end, j->run_hal, &j->cmd, j->start_ms);
+	mr_hal_job_end_report(&j->base.end, j->run_hal, &j->base.cmd, j->base.start_ms);
 }
 
 void mr_ssh_job_fail(struct job *j, int code, const char *fmt, ...)
@@ -159,9 +149,9 @@ struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
 	mr_buf_release(&line);
 	if (!j)
 		return NULL;
-	j->in_closed = true;
-	j->start_ms = mr_now_ms();
-	j->deadline_ms = j->start_ms + MR_HAL_ANSWER_MS;
+	j->base.in_closed = true;
+	j->base.start_ms = mr_now_ms();
+	j->base.deadline_ms = j->base.start_ms + MR_HAL_ANSWER_MS;
 	mr_ssh_job_link(c, j, true); /* ahead of waiting commands: a kill must not queue behind them */
 	return j;
 }
@@ -170,47 +160,47 @@ struct job *mr_ssh_queue_kill(struct conn *c, long pgid, int sig)
  * before it is dropped; a spare that says too much is never used). */
 static void spare_out(struct job *j, const char *d, size_t n)
 {
-	if (j->ready || j->pout.len > 4096)
+	if (j->ready || j->base.pout.len > 4096)
 		return;
-	mr_buf_append(&j->pout, d, n);
-	if (strstr(mr_buf_cstr(&j->pout), MR_HAL_SPARE_READY "\n")) {
+	mr_buf_append(&j->base.pout, d, n);
+	if (strstr(mr_buf_cstr(&j->base.pout), MR_HAL_SPARE_READY "\n")) {
 		j->ready = true;
-		mr_buf_release(&j->pout);
+		mr_buf_release(&j->base.pout);
 	}
 }
 
 static void sink_out(struct job *j, const char *d, size_t n)
 {
-	if (j->kind == J_RUN && j->cmd)
-		mr_hal_append_capped(&j->cmd->out, d, n);
+	if (j->kind == J_RUN && j->base.cmd)
+		mr_hal_append_capped(&j->base.cmd->out, d, n);
 	else if (j->kind == J_PROC || j->kind == J_TUNNEL)
-		mr_buf_append(&j->pout, d, n);
+		mr_buf_append(&j->base.pout, d, n);
 	else if (j->kind == J_SPARE)
 		spare_out(j, d, n);
 }
 
 static void sink_err(struct job *j, const char *d, size_t n)
 {
-	if (j->kind == J_RUN && j->cmd)
-		mr_hal_append_capped(&j->cmd->errout, d, n);
+	if (j->kind == J_RUN && j->base.cmd)
+		mr_hal_append_capped(&j->base.cmd->errout, d, n);
 	else if (j->kind == J_PROC)
-		mr_buf_append(&j->perr, d, n);
+		mr_buf_append(&j->base.perr, d, n);
 }
 
 static void got_pgid(struct job *j, long pgid)
 {
 	struct conn *c = j->conn;
 
-	j->pgid = pgid;
-	if (j->kind == J_RUN && j->end.done && c) /* timed out before we knew whom to kill */
+	j->base.pgid = pgid;
+	if (j->kind == J_RUN && j->base.end.done && c) /* timed out before we knew whom to kill */
 		mr_ssh_queue_kill(c, pgid, SIGKILL);
 	if (j->kind != J_PROC || !c)
 		return;
 	if (watchdog_line(c, '+', pgid) == 0 && c->watchdog)
-		j->registered = true;
-	if (j->pending_sig) {
-		mr_ssh_queue_kill(c, pgid, j->pending_sig);
-		j->pending_sig = 0;
+		j->base.registered = true;
+	if (j->base.pending_sig) {
+		mr_ssh_queue_kill(c, pgid, j->base.pending_sig);
+		j->base.pending_sig = 0;
 	}
 }
 
@@ -222,7 +212,7 @@ static void sink_out_cb(void *ctx, const char *d, size_t n)
 /* stdout of a command: find and strip the marker line, pass the rest on. */
 static void job_stdout(struct job *j, const char *d, size_t n)
 {
-	long pgid = mr_hal_marker_feed(&j->mark, d, n, sink_out_cb, j);
+	long pgid = mr_hal_marker_feed(&j->base.mark, d, n, sink_out_cb, j);
 
 	if (pgid > 1)
 		got_pgid(j, pgid);
@@ -236,7 +226,7 @@ void mr_ssh_conn_fail(struct conn *c)
 	for (struct job *j = c->head, *next; j; j = next) {
 		next = j->next;
 		j->ch = NULL;
-		if (!j->end.done) {
+		if (!j->base.end.done) {
 			if (was_ready && j->st > S_OPEN)
 				mr_ssh_job_fail(j, MESHRUN_E_NOEXIT, "%s: no exit status received", c->err.msg);
 			else
@@ -298,43 +288,43 @@ static void job_ssh_error(struct job *j, int rc, const char *what)
 bool mr_ssh_job_throttled(const struct job *j, bool err)
 {
 	if (j->kind == J_TUNNEL)
-		return !err && j->pout.len > TUNNEL_BUF_MAX;
-	return j->kind == J_PROC && (err ? j->perr.len : j->pout.len) > PROC_PENDING_MAX;
+		return !err && j->base.pout.len > TUNNEL_BUF_MAX;
+	return j->kind == J_PROC && mr_hal_job_over_cap(&j->base, err);
 }
 
 /* A tunnel's socketpair end: what the carried connection wrote goes to the
- * channel (j->in), what came from the channel (j->pout) goes back. */
+ * channel (j->base.in), what came from the channel (j->base.pout) goes back. */
 static bool tunnel_pump(struct job *j)
 {
 	bool progress = false;
 	char buf[READ_CHUNK];
 
-	while (j->tun_fd >= 0 && !j->in_closed && j->in.len < TUNNEL_BUF_MAX) {
+	while (j->tun_fd >= 0 && !j->base.in_closed && j->base.in.len < TUNNEL_BUF_MAX) {
 		ssize_t n = read(j->tun_fd, buf, sizeof(buf));
 
 		if (n > 0) {
-			mr_buf_append(&j->in, buf, (size_t)n);
+			mr_buf_append(&j->base.in, buf, (size_t)n);
 			progress = true;
 		} else if (n < 0 && errno == EINTR) {
 			continue;
 		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			break;
 		} else { /* the carried connection closed its end */
-			j->in_closed = true;
+			j->base.in_closed = true;
 			progress = true;
 		}
 	}
-	while (j->tun_fd >= 0 && j->pout.len) {
-		ssize_t n = mr_send_nosig(j->tun_fd, j->pout.p, j->pout.len, MSG_DONTWAIT);
+	while (j->tun_fd >= 0 && j->base.pout.len) {
+		ssize_t n = mr_send_nosig(j->tun_fd, j->base.pout.p, j->base.pout.len, MSG_DONTWAIT);
 
 		if (n > 0) {
-			mr_buf_consume(&j->pout, (size_t)n);
+			mr_buf_consume(&j->base.pout, (size_t)n);
 			progress = true;
 		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			break;
 		} else {
-			mr_buf_reset(&j->pout); /* nobody reads any more */
-			j->in_closed = true;
+			mr_buf_reset(&j->base.pout); /* nobody reads any more */
+			j->base.in_closed = true;
 			break;
 		}
 	}
@@ -350,10 +340,10 @@ static bool job_io(struct job *j, bool *gone)
 	char buf[READ_CHUNK];
 	ssize_t n;
 
-	if (start <= OP_WRITE && j->in.len) {
-		size_t len = j->write_len ? j->write_len : MR_MIN(j->in.len, (size_t)READ_CHUNK);
+	if (start <= OP_WRITE && j->base.in.len) {
+		size_t len = j->write_len ? j->write_len : MR_MIN(j->base.in.len, (size_t)READ_CHUNK);
 
-		n = libssh2_channel_write(j->ch, j->in.p, len);
+		n = libssh2_channel_write(j->ch, j->base.in.p, len);
 		if (n == LIBSSH2_ERROR_EAGAIN) {
 			j->write_len = len;
 			note_eagain(j, OP_WRITE);
@@ -367,11 +357,11 @@ static bool job_io(struct job *j, bool *gone)
 		} else {
 			note_done(j);
 			j->write_len = 0;
-			mr_buf_consume(&j->in, (size_t)n);
+			mr_buf_consume(&j->base.in, (size_t)n);
 			progress = true;
 		}
 	}
-	if (start <= OP_EOF && j->in_closed && !j->in.len && !j->eof_sent) {
+	if (start <= OP_EOF && j->base.in_closed && !j->base.in.len && !j->eof_sent) {
 		int rc = libssh2_channel_send_eof(j->ch);
 
 		if (rc == LIBSSH2_ERROR_EAGAIN) {
@@ -423,7 +413,7 @@ static bool job_io(struct job *j, bool *gone)
 		}
 	}
 	if (libssh2_channel_eof(j->ch)) {
-		mr_hal_marker_flush(&j->mark, sink_out_cb, j); /* no marker came: all output */
+		mr_hal_marker_flush(&j->base.mark, sink_out_cb, j); /* no marker came: all output */
 		j->st = S_CLOSE;
 		progress = true;
 	}
@@ -479,21 +469,21 @@ static void spares_off(struct conn *c)
 	c->spares_off = true;
 	for (struct job *o = c->head; o; o = o->next)
 		if (o->kind == J_SPARE)
-			o->in_closed = true;
+			o->base.in_closed = true;
 }
 
 /* j may run in a spare (sh.h "spare"): not a line that holds the token (it would end early) */
 static bool spare_job(const struct job *j)
 {
 	return j->kind != J_SPARE && j->kind != J_WATCHDOG && j->kind != J_TUNNEL &&
-	       !strstr(j->cmdline, j->conn->sh->spare_token);
+	       !strstr(j->base.cmdline, j->conn->sh->spare_token);
 }
 
 /* s a spare still starting (its shell has not said ready), within MR_SSH_SPARE_WAIT_MS */
 static bool spare_starting(const struct job *s, int64_t now)
 {
-	return s->kind == J_SPARE && !s->ready && s->st <= S_IO && !s->in_closed &&
-	       now - s->start_ms < MR_SSH_SPARE_WAIT_MS;
+	return s->kind == J_SPARE && !s->ready && s->st <= S_IO && !s->base.in_closed &&
+	       now - s->base.start_ms < MR_SSH_SPARE_WAIT_MS;
 }
 
 /* j (S_WAIT) may wait for a spare still starting: not a kill, which is
@@ -537,8 +527,8 @@ int64_t mr_ssh_spare_wait_end(const struct conn *c)
 		return -1;
 	now = mr_now_ms();
 	for (const struct job *s = c->head; s; s = s->next)
-		if (spare_starting(s, now) && (d < 0 || s->start_ms + MR_SSH_SPARE_WAIT_MS < d))
-			d = s->start_ms + MR_SSH_SPARE_WAIT_MS;
+		if (spare_starting(s, now) && (d < 0 || s->base.start_ms + MR_SSH_SPARE_WAIT_MS < d))
+			d = s->base.start_ms + MR_SSH_SPARE_WAIT_MS;
 	return d;
 }
 
@@ -557,16 +547,16 @@ static bool take_spare(struct job *j)
 	if (!c->nspare || !spare_job(j))
 		return false;
 	for (s = c->head; s; s = s->next)
-		if (s->kind == J_SPARE && s->ready && s->st == S_IO && c->owner != s && !s->in_closed &&
+		if (s->kind == J_SPARE && s->ready && s->st == S_IO && c->owner != s && !s->base.in_closed &&
 		    !libssh2_channel_eof(s->ch))
 			break;
-	if (!s || mr_hal_spare_line(&in, j->cmdline) < 0 || mr_buf_printf(&in, "\n%s\n", token) < 0 ||
-	    mr_buf_append(&in, j->in.p, j->in.len) < 0) {
+	if (!s || mr_hal_spare_line(&in, j->base.cmdline) < 0 || mr_buf_printf(&in, "\n%s\n", token) < 0 ||
+	    mr_buf_append(&in, j->base.in.p, j->base.in.len) < 0) {
 		mr_buf_release(&in);
 		return false;
 	}
-	mr_buf_release(&j->in);
-	j->in = in;
+	mr_buf_release(&j->base.in);
+	j->base.in = in;
 	j->ch = s->ch;
 	s->ch = NULL; /* the channel goes with j: nchan stays */
 	mr_ssh_job_unlink(s);
@@ -589,7 +579,7 @@ void mr_ssh_spares_top_up(struct conn *c)
 			return; /* commands first: a spare opens only when they have channels */
 	if (mr_hal_spare_cmdline(&line, c->sh->spare_token) == 0 &&
 	    (s = mr_ssh_job_new(J_SPARE, mr_buf_cstr(&line)))) {
-		s->start_ms = mr_now_ms();
+		s->base.start_ms = mr_now_ms();
 		mr_ssh_job_link(c, s, false);
 	}
 	mr_buf_release(&line);
@@ -603,7 +593,7 @@ bool mr_ssh_job_step(struct job *j)
 	enum chan_res res;
 	int rc;
 
-	if (j->kind == J_KILL && !j->end.done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
+	if (j->kind == J_KILL && !j->base.end.done && j->base.deadline_ms && mr_now_ms() >= j->base.deadline_ms) {
 		/* no answer to a kill: the host is gone, whatever TCP says (hal_impl.h) */
 		mr_ssh_conn_set_err(c, MESHRUN_E_NOEXIT,
 				    "host unresponsive: a kill sent to it was not run within %d ms "
@@ -613,16 +603,16 @@ bool mr_ssh_job_step(struct job *j)
 	}
 	if (c->owner && c->owner != j)
 		return false;
-	if (j->kind == J_RUN && !j->end.done && j->deadline_ms && mr_now_ms() >= j->deadline_ms) {
+	if (j->kind == J_RUN && !j->base.end.done && j->base.deadline_ms && mr_now_ms() >= j->base.deadline_ms) {
 		mr_ssh_job_fail(j, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms",
-			 c->cfg.dest, j->deadline_ms - j->start_ms);
+			 c->cfg.dest, j->base.deadline_ms - j->base.start_ms);
 		if (j->st == S_WAIT || j->st == S_OPEN) {
 			if (j->st == S_WAIT) {
 				mr_ssh_job_unlink(j);
 				return true;
 			}
-		} else if (j->pgid && j->st < S_CLOSE) {
-			mr_ssh_queue_kill(c, j->pgid, SIGKILL); /* the channel then closes by itself */
+		} else if (j->base.pgid && j->st < S_CLOSE) {
+			mr_ssh_queue_kill(c, j->base.pgid, SIGKILL); /* the channel then closes by itself */
 		}
 		progress = true;
 	}
@@ -648,7 +638,7 @@ bool mr_ssh_job_step(struct job *j)
 		/* fallthrough */
 	case S_OPEN:
 		/* The originator address is not checked by sshd; OpenSSH's ssh -W sends this one. */
-		j->ch = j->kind == J_TUNNEL ? libssh2_channel_direct_tcpip_ex(c->s, j->cmdline, j->tun_port,
+		j->ch = j->kind == J_TUNNEL ? libssh2_channel_direct_tcpip_ex(c->s, j->base.cmdline, j->tun_port,
 									      "127.0.0.1", 65535)
 					    : libssh2_channel_open_session(c->s);
 		if (!j->ch) {
@@ -662,7 +652,7 @@ bool mr_ssh_job_step(struct job *j)
 			if (j->kind == J_TUNNEL && !mr_ssh_is_conn_error(rc)) {
 				mr_ssh_job_fail(j, MESHRUN_E_CONNECT,
 						"jump host '%s' could not open a connection to %s port %d: %s",
-						c->cfg.dest, j->cmdline, j->tun_port, mr_ssh_errmsg(c->s, rc));
+						c->cfg.dest, j->base.cmdline, j->tun_port, mr_ssh_errmsg(c->s, rc));
 				mr_ssh_job_unlink(j);
 				return true;
 			}
@@ -716,7 +706,7 @@ bool mr_ssh_job_step(struct job *j)
 		j->st = S_EXEC;
 		/* fallthrough */
 	case S_EXEC:
-		res = chan_call(j, libssh2_channel_exec(j->ch, j->cmdline), "exec");
+		res = chan_call(j, libssh2_channel_exec(j->ch, j->base.cmdline), "exec");
 		if (res != CH_DONE)
 			return res == CH_FAILED || progress;
 		c->was_idle = false;

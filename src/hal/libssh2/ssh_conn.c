@@ -108,8 +108,8 @@ void mr_ssh_tunnel_gone(struct job *j)
 
 	mr_close(&j->tun_fd);
 	if (t) {
-		if (j->end.err.code && !t->via_err.code)
-			t->via_err = j->end.err;
+		if (j->base.end.err.code && !t->via_err.code)
+			t->via_err = j->base.end.err;
 		t->tunnel = NULL;
 		j->tun_for = NULL;
 	}
@@ -522,7 +522,7 @@ static void conn_start_proxy(struct conn *c)
 		t->tun_fd = sv[0];
 		t->tun_port = c->port;
 		t->tun_for = c;
-		t->in_closed = false;
+		t->base.in_closed = false;
 		c->tunnel = t;
 		c->fd = sv[1];
 		mr_set_nonblock(c->fd, true);

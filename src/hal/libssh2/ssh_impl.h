@@ -36,7 +36,6 @@
 #include <netinet/in.h>
 
 #define PGID_MARKER MR_HAL_PGID_MARKER
-#define PROC_PENDING_MAX (4u << 20)  /* stop reading a proc's stream above this */
 #define CHAN_CAP_START 64            /* until sshd's MaxSessions refuses one */
 #define READ_CHUNK 32768
 
@@ -54,28 +53,21 @@ struct ssh_hal;
 struct conn;
 
 struct job {
+	/* command line, stdin, marker, pgid, end, output (hal_impl.h); a tunnel's
+	 * base.in is what it read from tun_fd, its base.pout channel data not yet
+	 * written to tun_fd */
+	struct mr_hal_job base;
 	struct conn *conn;            /* NULL once unlinked (no channel work left) */
 	struct job *prev, *next;      /* in conn's list */
 	enum job_kind kind;
 	enum job_state st;
 	enum job_op pending;
 	LIBSSH2_CHANNEL *ch;
-	char *cmdline;
-	struct mr_buf in;             /* stdin not yet written */
 	size_t write_len;             /* length of the write that returned EAGAIN */
-	bool in_closed, eof_sent;
-	struct mr_hal_marker mark;    /* stdout until the marker was seen */
-	long pgid;                    /* 0 until known */
-	bool registered;              /* pgid told to the watchdog */
-	int pending_sig;              /* proc: signal to send once pgid is known */
-	struct mr_hal_job_end end;    /* the result */
-	int64_t start_ms, deadline_ms; /* deadline 0: none */
-	struct mr_hal_cmd *cmd;       /* run: where results go (NULL once delivered) */
+	bool eof_sent;
 	struct mr_hal *run_hal;       /* run: told when the result is there (mr_hal_cmd_done) */
 	struct ssh_proc *proc;        /* proc: holds a reference (job freed when both gone) */
-	struct mr_buf pout, perr;     /* proc: output not yet delivered; tunnel: pout
-				       * is channel data not yet written to tun_fd */
-	/* tunnel (a direct-tcpip channel to tun_host:tun_port; cmdline holds tun_host) */
+	/* tunnel (a direct-tcpip channel to tun_host:tun_port; base.cmdline holds tun_host) */
 	int tun_fd;                   /* our end of the socketpair; -1: closed */
 	int tun_port;
 	struct conn *tun_for;         /* the connection it carries; NULL once gone */

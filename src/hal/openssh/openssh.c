@@ -93,8 +93,8 @@ static int64_t next_timer(const struct os_hal *oh)
 	for (const struct ojob *j = oh->jobs; j; j = j->next) {
 		if (j->finished || j->ended)
 			continue;
-		if (j->kind == J_RUN && !j->end.done && !j->timed_out && j->deadline_ms)
-			LOWER(j->deadline_ms);
+		if (j->kind == J_RUN && !j->base.end.done && !j->timed_out && j->base.deadline_ms)
+			LOWER(j->base.deadline_ms);
 		if (j->timed_out && j->c.pid > 0)
 			LOWER(j->kill_at);
 		if (j->c.pid > 0 && j->c.pidfd < 0)
@@ -125,7 +125,7 @@ static int add_pollfds(struct os_hal *oh, struct mr_pollset *ps)
 	for (struct ojob *j = oh->jobs; j; j = j->next) {
 		if (j->finished || j->ended || !j->started)
 			continue;
-		if (j->c.in_fd >= 0 && j->in.len)
+		if (j->c.in_fd >= 0 && j->base.in.len)
 			rc |= mr_pollset_add(ps, j->c.in_fd, POLLOUT) < 0;
 		if (j->c.out_fd >= 0 && !mr_os_job_throttled(j, false))
 			rc |= mr_pollset_add(ps, j->c.out_fd, POLLIN) < 0;
@@ -186,7 +186,7 @@ static int pump(struct os_hal *oh, int timeout_ms, bool watch)
 static bool runs_pending(const struct os_hal *oh)
 {
 	for (const struct ojob *j = oh->jobs; j; j = j->next)
-		if (j->kind == J_RUN && j->cmd)
+		if (j->kind == J_RUN && j->base.cmd)
 			return true;
 	return false;
 }
@@ -219,17 +219,17 @@ static int os_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct 
 			mr_hal_cmd_done(hal, cmd);
 			continue;
 		}
-		j->cmd = cmd;
-		j->mark.want = true;
-		j->deadline_ms = j->start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
-		if (cmd->stdin_len && mr_buf_append(&j->in, cmd->stdin_data, cmd->stdin_len) < 0) {
-			j->cmd = NULL;
-			j->started = j->end.done = j->finished = true;
+		j->base.cmd = cmd;
+		j->base.mark.want = true;
+		j->base.deadline_ms = j->base.start_ms + mr_hal_cmd_timeout_ms(hal, cmd);
+		if (cmd->stdin_len && mr_buf_append(&j->base.in, cmd->stdin_data, cmd->stdin_len) < 0) {
+			j->base.cmd = NULL;
+			j->started = j->base.end.done = j->finished = true;
 			cmd->hal_rc = mr_err_set(&cmd->err, MESHRUN_E_NOMEM, "'%s': out of memory", host);
 			mr_hal_cmd_done(hal, cmd);
 			continue;
 		}
-		j->in_closed = true;
+		j->base.in_closed = true;
 	}
 	mr_buf_release(&line);
 	while (runs_pending(oh)) {
@@ -244,7 +244,7 @@ static int os_run(struct mr_hal *hal, struct mr_hal_cmd *cmds, size_t n, struct 
 
 		mr_err_set(&e, rc, "openssh hal: poll failed");
 		for (struct ojob *j = oh->jobs; j; j = j->next)
-			if (j->cmd) {
+			if (j->base.cmd) {
 				mr_os_job_fail(j, &e);
 				mr_os_job_ended(j);
 			}
@@ -322,7 +322,7 @@ static int os_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pro
 		free(p);
 		return mr_err_set(err, MESHRUN_E_NOMEM, "spawn on '%s': out of memory", host);
 	}
-	j->mark.want = true;
+	j->base.mark.want = true;
 	j->proc = p;
 	p->job = j;
 	*out = &p->base;
@@ -332,12 +332,14 @@ static int os_spawn(struct mr_hal *hal, const struct mr_spawn *sp, struct mr_pro
 static int os_proc_write(struct mr_proc *p, const void *data, size_t len, struct meshrun_err *err)
 {
 	struct ojob *j = to_os_proc(p)->job;
+	int rc;
 
-	if (j->end.done || j->ended || (j->started && j->c.in_fd < 0))
+	if (j->base.end.done || j->ended || (j->started && j->c.in_fd < 0))
 		return 0; /* it is gone, or closed its stdin; its exit is on the way */
-	if (mr_buf_append(&j->in, data, len) < 0)
-		return mr_err_set(err, MESHRUN_E_NOMEM, "write to '%s' on '%s': out of memory", p->cmdline, p->host);
-	mr_os_write_some(&j->c.in_fd, &j->in);
+	rc = mr_hal_job_queue_input(&j->base, p, data, len, err);
+	if (rc < 0)
+		return rc;
+	mr_os_write_some(&j->c.in_fd, &j->base.in);
 	return 0;
 }
 
@@ -346,8 +348,8 @@ static int os_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err)
 	struct ojob *j = to_os_proc(p)->job;
 
 	(void)err;
-	j->in_closed = true;
-	if (j->started && !j->in.len)
+	j->base.in_closed = true;
+	if (j->started && !j->base.in.len)
 		mr_close(&j->c.in_fd);
 	return 0;
 }
@@ -355,38 +357,23 @@ static int os_proc_close_stdin(struct mr_proc *p, struct meshrun_err *err)
 static int os_proc_signal(struct mr_proc *p, int sig, struct meshrun_err *err)
 {
 	struct ojob *j = to_os_proc(p)->job;
+	int rc = mr_hal_job_signal(&j->base, p, sig, j->base.end.done, j->ended, err);
 
-	if (!mr_sh_sig_name(sig))
-		return mr_err_set(err, MESHRUN_E_INVAL, "signal %d for '%s' on '%s': cannot name it to a remote host",
-				  sig, p->cmdline, p->host);
-	if (j->end.done)
-		return 0;
-	if (!j->pgid) {
-		if (j->ended && !j->mark.want)
-			return mr_err_set(err, MESHRUN_E_UNSUPPORTED,
-					  "signal '%s' on '%s': its process group is unknown (the login shell printed no marker)",
-					  p->cmdline, p->host);
-		if (sig != SIGCONT || !j->pending_sig) /* CONT follows a TERM: keep the TERM */
-			j->pending_sig = sig;
-		return 0;
-	}
-	if (!mr_os_queue_kill(j->h, j->pgid, sig))
+	if (rc <= 0)
+		return rc;
+	if (!mr_os_queue_kill(j->h, j->base.pgid, sig))
 		return mr_err_set(err, MESHRUN_E_NOMEM, "signal '%s' on '%s': out of memory", p->cmdline, p->host);
 	return 0;
 }
 
 static bool proc_ready(const struct os_proc *p)
 {
-	const struct ojob *j = p->job;
-
-	return j->pout.len || j->perr.len || j->end.done;
+	return mr_hal_job_has_news(&p->job->base);
 }
 
 static void backlog(struct mr_proc *p, struct mr_proc_backlog *b)
 {
-	struct ojob *j = to_os_proc(p)->job;
-
-	*b = (struct mr_proc_backlog){ &j->pout, &j->perr, j->end.done, j->end.hal_rc, j->end.status, j->end.sig, &j->end.err };
+	mr_hal_job_backlog(&to_os_proc(p)->job->base, b);
 }
 
 static void deliver(struct os_hal *oh)
@@ -452,24 +439,24 @@ static void kill_jobs(struct os_hal *oh, struct ojob **js, size_t n)
 		for (size_t i = 0; i < n; i++) {
 			struct ojob *j = js[i];
 
-			if (j->end.done || !j->started)
+			if (j->base.end.done || !j->started)
 				continue;
 			any = true;
-			if (j->pgid)
-				mr_os_queue_kill(j->h, j->pgid, sigs[k]);
+			if (j->base.pgid)
+				mr_os_queue_kill(j->h, j->base.pgid, sigs[k]);
 			else
-				j->pending_sig = sigs[k];
+				j->base.pending_sig = sigs[k];
 		}
 		while (any && mr_ms_left(end) > 0) {
 			any = false;
 			for (size_t i = 0; i < n; i++)
-				any |= js[i]->started && !js[i]->end.done;
+				any |= js[i]->started && !js[i]->base.end.done;
 			if (any && pump(oh, mr_ms_left(end), false) < 0)
 				break;
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!js[i]->end.done) {
+		if (!js[i]->base.end.done) {
 			struct meshrun_err e = MESHRUN_ERR_INIT;
 
 			mr_err_set(&e, MESHRUN_E_CANCELED, "'%s': stopped", js[i]->h->name);
@@ -498,7 +485,7 @@ static void os_proc_release(struct mr_proc *mp)
 	struct os_hal *oh = to_os_hal(mp->hal);
 	struct ojob *j = p->job;
 
-	if (!j->end.done)
+	if (!j->base.end.done)
 		kill_jobs(oh, &j, 1);
 	proc_forget(p);
 	mr_os_reap_jobs(oh);

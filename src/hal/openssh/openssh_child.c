@@ -314,19 +314,13 @@ void mr_os_hosts_close(struct os_hal *oh)
 
 struct ojob *mr_os_job_new(struct os_hal *oh, struct ohost *h, enum ojob_kind kind, const char *cmdline)
 {
-	struct ojob *j = calloc(1, sizeof(*j));
+	struct ojob *j = mr_hal_job_new(struct ojob, base, cmdline);
 
 	if (!j)
 		return NULL;
-	j->cmdline = strdup(cmdline);
-	if (!j->cmdline) {
-		free(j);
-		return NULL;
-	}
 	j->h = h;
 	j->kind = kind;
 	och_init(&j->c);
-	j->start_ms = mr_now_ms();
 	/* at the tail: jobs start in the order they were made */
 	struct ojob **pp = &oh->jobs;
 	while (*pp)
@@ -338,11 +332,7 @@ struct ojob *mr_os_job_new(struct os_hal *oh, struct ohost *h, enum ojob_kind ki
 static void job_free(struct ojob *j)
 {
 	mr_os_och_kill(&j->c);
-	free(j->cmdline);
-	mr_buf_release(&j->in);
-	mr_buf_release(&j->mark.pre);
-	mr_buf_release(&j->pout);
-	mr_buf_release(&j->perr);
+	mr_hal_job_release(&j->base);
 	free(j);
 }
 
@@ -354,14 +344,14 @@ static void wd_line(struct ohost *h, char op, long pgid)
 
 static void job_result(struct ojob *j, int hal_rc, int status, int sig, const struct meshrun_err *err)
 {
-	if (!mr_hal_job_end_set(&j->end, hal_rc, status, sig, err))
+	if (!mr_hal_job_end_set(&j->base.end, hal_rc, status, sig, err))
 		return;
 	j->h->oh->changes++;
-	if (j->registered) {
-		wd_line(j->h, '-', j->pgid);
-		j->registered = false;
+	if (j->base.registered) {
+		wd_line(j->h, '-', j->base.pgid);
+		j->base.registered = false;
 	}
-	mr_hal_job_end_report(&j->end, &j->h->oh->base, &j->cmd, j->start_ms);
+	mr_hal_job_end_report(&j->base.end, &j->h->oh->base, &j->base.cmd, j->base.start_ms);
 }
 
 void mr_os_job_fail(struct ojob *j, const struct meshrun_err *e)
@@ -371,18 +361,18 @@ void mr_os_job_fail(struct ojob *j, const struct meshrun_err *e)
 
 static void got_pgid(struct ojob *j, long pgid)
 {
-	j->pgid = pgid;
+	j->base.pgid = pgid;
 	if (j->kind == J_RUN && j->timed_out)
 		mr_os_queue_kill(j->h, pgid, SIGKILL);
 	if (j->kind != J_PROC)
 		return;
-	if (!j->end.done) {
+	if (!j->base.end.done) {
 		wd_line(j->h, '+', pgid);
-		j->registered = true;
+		j->base.registered = true;
 	}
-	if (j->pending_sig) {
-		mr_os_queue_kill(j->h, pgid, j->pending_sig);
-		j->pending_sig = 0;
+	if (j->base.pending_sig) {
+		mr_os_queue_kill(j->h, pgid, j->base.pending_sig);
+		j->base.pending_sig = 0;
 	}
 }
 
@@ -390,10 +380,10 @@ static void sink(struct ojob *j, bool is_err, const char *d, size_t n)
 {
 	if (!n)
 		return;
-	if (j->kind == J_RUN && j->cmd)
-		mr_hal_append_capped(is_err ? &j->cmd->errout : &j->cmd->out, d, n);
+	if (j->kind == J_RUN && j->base.cmd)
+		mr_hal_append_capped(is_err ? &j->base.cmd->errout : &j->base.cmd->out, d, n);
 	else if (j->kind == J_PROC) {
-		mr_buf_append(is_err ? &j->perr : &j->pout, d, n);
+		mr_buf_append(is_err ? &j->base.perr : &j->base.pout, d, n);
 		j->h->oh->changes++; /* to deliver */
 	}
 }
@@ -406,7 +396,7 @@ static void sink_out_cb(void *ctx, const char *d, size_t n)
 /* stdout: find and strip the marker line (hal.c's, as ssh_chan.c). */
 static void job_stdout(struct ojob *j, const char *d, size_t n)
 {
-	long pgid = mr_hal_marker_feed(&j->mark, d, n, sink_out_cb, j);
+	long pgid = mr_hal_marker_feed(&j->base.mark, d, n, sink_out_cb, j);
 
 	if (pgid > 1)
 		got_pgid(j, pgid);
@@ -422,7 +412,7 @@ struct ojob *mr_os_queue_kill(struct ohost *h, long pgid, int sig)
 		j = mr_os_job_new(h->oh, h, J_KILL, mr_buf_cstr(&line));
 	mr_buf_release(&line);
 	if (j)
-		j->in_closed = true;
+		j->base.in_closed = true;
 	mr_debug("openssh: '%s': kill -%s -%ld queued", h->name, name ? name : "?", pgid);
 	return j;
 }
@@ -436,10 +426,10 @@ static void job_start(struct ojob *j)
 
 	j->started = true;
 	snprintf(what, sizeof(what), "the OpenSSH client for '%s'", j->h->name);
-	if (ssh_argv(oh, &argv, j->h->name, j->h->ctl, false) < 0 || mr_strvec_push(&argv, j->cmdline) < 0)
+	if (ssh_argv(oh, &argv, j->h->name, j->h->ctl, false) < 0 || mr_strvec_push(&argv, j->base.cmdline) < 0)
 		mr_err_set(&e, MESHRUN_E_NOMEM, "'%s': out of memory", j->h->name);
 	else
-		(void)och_start(&j->c, argv.v, j->kind == J_PROC || j->in.len, what, &e);
+		(void)och_start(&j->c, argv.v, j->kind == J_PROC || j->base.in.len, what, &e);
 	mr_debug("openssh: '%s': client %ld for %s", j->h->name, (long)j->c.pid,
 		 j->kind == J_RUN ? "a command" : j->kind == J_PROC ? "a process" : "a kill");
 	mr_strvec_release(&argv);
@@ -463,14 +453,14 @@ static void job_end(struct ojob *j)
 	int st = j->c.wstatus;
 	struct meshrun_err e = MESHRUN_ERR_INIT;
 
-	mr_debug("openssh: '%s': client ended: wait status 0x%x, pgid %ld", j->h->name, (unsigned)st, j->pgid);
+	mr_debug("openssh: '%s': client ended: wait status 0x%x, pgid %ld", j->h->name, (unsigned)st, j->base.pgid);
 	mr_os_och_close(&j->c);
-	mr_hal_marker_flush(&j->mark, sink_out_cb, j); /* no marker came: all output */
-	if (j->end.done)
+	mr_hal_marker_flush(&j->base.mark, sink_out_cb, j); /* no marker came: all output */
+	if (j->base.end.done)
 		return;
 	if (j->timed_out) {
 		mr_err_set(&e, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms", j->h->name,
-			   j->deadline_ms - j->start_ms);
+			   j->base.deadline_ms - j->base.start_ms);
 		mr_os_job_fail(j, &e);
 	} else if (WIFSIGNALED(st)) {
 		mr_err_set(&e, MESHRUN_E_NOEXIT, "'%s': no exit status received (the OpenSSH client was killed by signal %d)",
@@ -488,7 +478,7 @@ static void job_end(struct ojob *j)
 
 bool mr_os_job_throttled(const struct ojob *j, bool is_err)
 {
-	return j->kind == J_PROC && (is_err ? j->perr.len : j->pout.len) > OS_PENDING_MAX;
+	return j->kind == J_PROC && mr_hal_job_over_cap(&j->base, is_err);
 }
 
 /* ---- stepping: what needs no waiting ----------------------------------------- */
@@ -498,7 +488,7 @@ static bool host_has_work(const struct os_hal *oh, const struct ohost *h)
 	if (h->wanted)
 		return true;
 	for (const struct ojob *j = oh->jobs; j; j = j->next)
-		if (j->h == h && !j->started && !j->end.done)
+		if (j->h == h && !j->started && !j->base.end.done)
 			return true;
 	return false;
 }
@@ -554,16 +544,16 @@ void mr_os_step(struct os_hal *oh)
 				continue;
 			}
 		}
-		if (j->kind == J_RUN && !j->end.done && !j->timed_out && j->deadline_ms && now >= j->deadline_ms) {
+		if (j->kind == J_RUN && !j->base.end.done && !j->timed_out && j->base.deadline_ms && now >= j->base.deadline_ms) {
 			j->timed_out = true;
 			j->kill_at = now + MR_HAL_KILL_GRACE_MS;
-			if (j->pgid)
-				mr_os_queue_kill(j->h, j->pgid, SIGKILL);
+			if (j->base.pgid)
+				mr_os_queue_kill(j->h, j->base.pgid, SIGKILL);
 			if (!j->started) {
 				struct meshrun_err e = MESHRUN_ERR_INIT;
 
 				mr_err_set(&e, MESHRUN_E_TIMEOUT, "'%s': command timed out after %" PRId64 " ms",
-					   j->h->name, j->deadline_ms - j->start_ms);
+					   j->h->name, j->base.deadline_ms - j->base.start_ms);
 				mr_os_job_fail(j, &e);
 				mr_os_job_ended(j);
 				continue;
@@ -613,8 +603,8 @@ void mr_os_service(struct os_hal *oh)
 		if (j->finished || j->ended || !j->started)
 			continue;
 		if (j->c.in_fd >= 0) {
-			mr_os_write_some(&j->c.in_fd, &j->in);
-			if (j->in_closed && !j->in.len)
+			mr_os_write_some(&j->c.in_fd, &j->base.in);
+			if (j->base.in_closed && !j->base.in.len)
 				mr_close(&j->c.in_fd);
 		}
 		for (int k = 0; k < 16 && !mr_os_job_throttled(j, false) &&

@@ -37,7 +37,6 @@
 #define OS_DRAIN_MS 2000          /* pipes still open after the client exited */
 #define OS_ERR_MAX 4096           /* master's stderr kept for the message */
 #define OS_EXIT_WAIT_MS 3000      /* ssh -O exit and the masters leaving */
-#define OS_PENDING_MAX (4u << 20) /* stop reading a proc's stream above this */
 
 /* One ssh process of ours. */
 struct och {
@@ -67,26 +66,17 @@ struct ohost {
 enum ojob_kind { J_RUN, J_PROC, J_KILL };
 
 struct ojob {
+	struct mr_hal_job base;     /* command line, stdin, marker, pgid, end, output (hal_impl.h) */
 	struct ohost *h;
 	struct ojob *next;          /* in the hal's list */
 	enum ojob_kind kind;
-	char *cmdline;
 	bool started;               /* its client was started (or it failed before) */
 	bool ended;                 /* the client is reaped and its pipes drained */
 	bool finished;              /* nothing more to do: freed once no proc holds it */
 	struct och c;
-	struct mr_buf in;           /* stdin not yet written */
-	bool in_closed;
-	struct mr_hal_marker mark;  /* stdout until the marker */
-	long pgid;
-	bool registered;
-	int pending_sig;
-	struct mr_hal_cmd *cmd;     /* run: where results go */
 	struct os_proc *proc;       /* proc: its owner (NULL once released) */
-	struct mr_buf pout, perr;   /* proc: output not yet delivered */
-	int64_t start_ms, deadline_ms, kill_at;
+	int64_t kill_at;
 	bool timed_out;
-	struct mr_hal_job_end end;  /* the result, once known */
 };
 
 struct os_proc {
