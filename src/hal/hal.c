@@ -640,6 +640,21 @@ const char *const mr_hal_hints[] = {
 	[HINT_COUNT] = NULL,
 };
 
+int mr_hal_err_set_why(struct meshrun_err *err, int code, int why, const char *fmt, ...)
+{
+	char msg[MESHRUN_ERR_MSG_MAX];
+	va_list ap;
+
+	if (!err || err->code)
+		return code;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mr_err_set(err, code, "%s", msg);
+	err->sys_errno = why;
+	return code;
+}
+
 const char *mr_hal_err_hint(const struct meshrun_err *e)
 {
 	if (!e || !e->code)
@@ -648,20 +663,23 @@ const char *mr_hal_err_hint(const struct meshrun_err *e)
 	case MESHRUN_E_AUTH:
 		return mr_hal_hints[HINT_AUTH];
 	case MESHRUN_E_HOSTKEY:
-		/* ssh_hostkey.c says "host key has changed", OpenSSH "IDENTIFICATION HAS CHANGED" */
-		if (strstr(e->msg, "has changed") || strstr(e->msg, "HAS CHANGED"))
+		if (e->sys_errno == MR_HAL_WHY_HOSTKEY_CHANGED)
 			return mr_hal_hints[HINT_HOSTKEY_CHANGED];
 		return mr_hal_hints[HINT_HOSTKEY_NEW];
 	case MESHRUN_E_CONNECT:
-		if (strstr(e->msg, "cannot resolve"))
+		switch (e->sys_errno) {
+		case MR_HAL_WHY_RESOLVE:
 			return mr_hal_hints[HINT_RESOLVE];
-		if (strstr(e->msg, "timed out"))
+		case ETIMEDOUT:
 			return mr_hal_hints[HINT_TIMEOUT];
-		if (strstr(e->msg, "refused"))
+		case ECONNREFUSED:
 			return mr_hal_hints[HINT_REFUSED];
-		if (strstr(e->msg, "unreachable") || strstr(e->msg, "No route"))
+		case EHOSTUNREACH:
+		case ENETUNREACH:
 			return mr_hal_hints[HINT_NOROUTE];
-		return NULL;
+		default:
+			return NULL;
+		}
 	default:
 		return NULL;
 	}

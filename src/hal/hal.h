@@ -226,6 +226,17 @@ int mr_hal_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
 		   struct meshrun_err *errs);
 
 /*
+ * Why a connection failed where no errno says it: the backends put these into
+ * the error's sys_errno (negative, so never taken for an errno; the persist
+ * daemon's frames carry it). Otherwise a connection's sys_errno is its
+ * connect()'s errno (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ...), or 0.
+ */
+enum mr_hal_why {
+	MR_HAL_WHY_RESOLVE = -1001,         /* MESHRUN_E_CONNECT: the name does not resolve */
+	MR_HAL_WHY_HOSTKEY_CHANGED = -1002, /* MESHRUN_E_HOSTKEY: another key is recorded */
+};
+
+/*
  * What to check for a failed connection, from its error (mr_hal_connect's errs,
  * a command's err): a static one-line hint that fits the failure, or NULL.
  *   name does not resolve | no answer within the timeout | nothing listens on
@@ -233,6 +244,7 @@ int mr_hal_connect(struct mr_hal *hal, const char *const *hosts, size_t n,
  *   refused (key not in authorized_keys, wrong user) | host key unknown | host
  *   key changed (never "accept it"). Every flag a hint names is one that both
  *   meshrun and meshconfig take (tests/unit/test_hints.c checks the table).
+ * Decided on e->code and e->sys_errno (enum mr_hal_why), never on the text.
  */
 const char *mr_hal_err_hint(const struct meshrun_err *e);
 /* Every text mr_hal_err_hint() can return; NULL-terminated. */

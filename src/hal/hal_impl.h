@@ -253,6 +253,10 @@ int mr_hal_append_capped(struct mr_buf *b, const void *data, size_t len);
 const char *mr_hal_argv_summary(char *const *argv, char *buf, size_t n);
 /* The host as messages show it ("localhost" for NULL). */
 const char *mr_hal_host_name(const char *host);
+/* mr_err_set() that records why too (sys_errno: the errno or enum mr_hal_why
+ * that mr_hal_err_hint() decides on; nothing appended to the message). Where
+ * an error is passed on with more context, give the old one's sys_errno. */
+int mr_hal_err_set_why(struct meshrun_err *err, int code, int why, const char *fmt, ...) MR_PRINTF(4, 5);
 
 /*
  * The libssh2 backend over a config someone else loaded (the auto hal, whose

@@ -61,15 +61,16 @@ static void free_mux(struct mr_hal *hal, struct remote *r)
  * "password-less ssh?". */
 static void test_err_hint(void **state)
 {
-	static const struct { int code; const char *msg, *want; } cases[] = {
-		{ MESHRUN_E_CONNECT, "ssh to 'x' (x): cannot resolve 'x': Name or service not known", "does not resolve" },
-		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect timed out after 2000 ms", "no answer within" },
-		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect: Connection refused", "nothing listens" },
-		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect: No route to host", "no route" },
-		{ MESHRUN_E_CONNECT, "ssh to 'x' (10.0.0.9:22): connect: Network is unreachable", "no route" },
-		{ MESHRUN_E_AUTH, "ssh to 'me@x' (10.0.0.9:22): authentication as 'me' failed", "authorized_keys" },
-		{ MESHRUN_E_HOSTKEY, "ssh to 'x' (10.0.0.9:22): host key changed", "host key" },
-		{ 0, "", NULL },
+	/* why: the reason the backend records with the error (sys_errno) */
+	static const struct { int code, why; const char *msg, *want; } cases[] = {
+		{ MESHRUN_E_CONNECT, MR_HAL_WHY_RESOLVE, "ssh to 'x' (x): cannot resolve 'x': Name or service not known", "does not resolve" },
+		{ MESHRUN_E_CONNECT, ETIMEDOUT, "ssh to 'x' (10.0.0.9:22): connect timed out after 2000 ms", "no answer within" },
+		{ MESHRUN_E_CONNECT, ECONNREFUSED, "ssh to 'x' (10.0.0.9:22): connect: Connection refused", "nothing listens" },
+		{ MESHRUN_E_CONNECT, EHOSTUNREACH, "ssh to 'x' (10.0.0.9:22): connect: No route to host", "no route" },
+		{ MESHRUN_E_CONNECT, ENETUNREACH, "ssh to 'x' (10.0.0.9:22): connect: Network is unreachable", "no route" },
+		{ MESHRUN_E_AUTH, 0, "ssh to 'me@x' (10.0.0.9:22): authentication as 'me' failed", "authorized_keys" },
+		{ MESHRUN_E_HOSTKEY, MR_HAL_WHY_HOSTKEY_CHANGED, "ssh to 'x' (10.0.0.9:22): host key changed", "host key" },
+		{ 0, 0, "", NULL },
 	};
 
 	(void)state;
@@ -78,6 +79,7 @@ static void test_err_hint(void **state)
 		const char *h;
 
 		e.code = cases[i].code;
+		e.sys_errno = cases[i].why;
 		snprintf(e.msg, sizeof(e.msg), "%s", cases[i].msg);
 		h = mr_hal_err_hint(&e);
 		if (!cases[i].want) {

@@ -156,6 +156,7 @@ static void test_hint_fits_the_failure(void **state)
 	h = mr_hal_err_hint(&e);
 	assert_non_null(h);
 	assert_non_null(strstr(h, "--accept-new-hostkeys record"));
+	e.sys_errno = MR_HAL_WHY_HOSTKEY_CHANGED; /* the reason the backend records */
 	snprintf(e.msg, sizeof(e.msg), "ssh to 'h1' (10.0.0.1:22): host key has changed: the server's ED25519 key ...");
 	h = mr_hal_err_hint(&e);
 	assert_non_null(h);

@@ -218,6 +218,16 @@ static void job_stdout(struct job *j, const char *d, size_t n)
 		got_pgid(j, pgid);
 }
 
+/* j never ran: its result is its connection's error (with the reason, for the hint). */
+static void job_fail_as_conn(struct job *j, const struct conn *c)
+{
+	struct meshrun_err e = MESHRUN_ERR_INIT;
+	int code = c->err.code == MESHRUN_E_NOEXIT ? MESHRUN_E_CONNECT : c->err.code;
+
+	mr_hal_err_set_why(&e, code, c->err.sys_errno, "%s", c->err.msg);
+	job_result(j, code, 0, 0, &e);
+}
+
 /* The connection is gone: every job on it gets a result and is unlinked. */
 void mr_ssh_conn_fail(struct conn *c)
 {
@@ -230,8 +240,7 @@ void mr_ssh_conn_fail(struct conn *c)
 			if (was_ready && j->st > S_OPEN)
 				mr_ssh_job_fail(j, MESHRUN_E_NOEXIT, "%s: no exit status received", c->err.msg);
 			else
-				mr_ssh_job_fail(j, c->err.code == MESHRUN_E_NOEXIT ? MESHRUN_E_CONNECT : c->err.code,
-					 "%s", c->err.msg);
+				job_fail_as_conn(j, c);
 		}
 		mr_ssh_job_unlink(j);
 	}

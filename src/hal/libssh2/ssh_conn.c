@@ -162,20 +162,35 @@ void mr_ssh_conn_teardown(struct conn *c, bool polite)
 	c->nchan = 0;
 }
 
-void mr_ssh_conn_set_err(struct conn *c, int code, const char *fmt, ...)
+static void MR_PRINTF(4, 0) conn_vset_err(struct conn *c, int code, int why, const char *fmt, va_list ap)
 {
 	char msg[MESHRUN_ERR_MSG_MAX];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (c->via_err.code) /* the jump host's reason, when this one has none */
+		mr_hal_err_set_why(&c->err, code, why ? why : c->via_err.sys_errno, "ssh to '%s' (%s): %s: %s",
+				   c->cfg.dest, c->addr[0] ? c->addr : c->cfg.hostname, msg, c->via_err.msg);
+	else
+		mr_hal_err_set_why(&c->err, code, why, "ssh to '%s' (%s): %s", c->cfg.dest,
+				   c->addr[0] ? c->addr : c->cfg.hostname, msg);
+}
+
+void mr_ssh_conn_set_err(struct conn *c, int code, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	conn_vset_err(c, code, 0, fmt, ap);
 	va_end(ap);
-	if (c->via_err.code)
-		mr_err_set(&c->err, code, "ssh to '%s' (%s): %s: %s", c->cfg.dest,
-			   c->addr[0] ? c->addr : c->cfg.hostname, msg, c->via_err.msg);
-	else
-		mr_err_set(&c->err, code, "ssh to '%s' (%s): %s", c->cfg.dest,
-			   c->addr[0] ? c->addr : c->cfg.hostname, msg);
+}
+
+void mr_ssh_conn_set_err_why(struct conn *c, int code, int why, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	conn_vset_err(c, code, why, fmt, ap);
+	va_end(ap);
 }
 
 void mr_ssh_conn_release(struct conn *c)
@@ -468,7 +483,8 @@ static void conn_try_next_addr(struct conn *c)
 		saved = errno;
 		mr_close(&c->fd);
 	}
-	mr_ssh_conn_set_err(c, MESHRUN_E_CONNECT, "connect: %s", strerror(saved ? saved : EHOSTUNREACH));
+	saved = saved ? saved : EHOSTUNREACH;
+	mr_ssh_conn_set_err_why(c, MESHRUN_E_CONNECT, saved, "connect: %s", strerror(saved));
 	c->state = C_FAILED;
 }
 
@@ -605,7 +621,7 @@ static void conn_start(struct conn *c)
 	/* Name resolution blocks (getaddrinfo); IP addresses and /etc/hosts are instant. */
 	rc = getaddrinfo(c->cfg.hostname, port, &hints, &c->ai_list);
 	if (rc) {
-		mr_ssh_conn_set_err(c, MESHRUN_E_CONNECT, "cannot resolve '%s': %s", c->cfg.hostname,
+		mr_ssh_conn_set_err_why(c, MESHRUN_E_CONNECT, MR_HAL_WHY_RESOLVE, "cannot resolve '%s': %s", c->cfg.hostname,
 			     gai_strerror(rc));
 		c->state = C_FAILED;
 		return;
@@ -799,7 +815,7 @@ static bool conn_connect_step(struct conn *c)
 	int rc;
 
 	if (c->state >= C_TCP && c->state <= C_AUTH && mr_now_ms() >= c->deadline_ms) {
-		mr_ssh_conn_set_err(c, MESHRUN_E_CONNECT, "connect timed out after %d ms", c->timeout_ms);
+		mr_ssh_conn_set_err_why(c, MESHRUN_E_CONNECT, ETIMEDOUT, "connect timed out after %d ms", c->timeout_ms);
 		c->state = C_FAILED;
 		return true;
 	}
@@ -818,7 +834,7 @@ static bool conn_connect_step(struct conn *c)
 				conn_try_next_addr(c);
 				return true;
 			}
-			mr_ssh_conn_set_err(c, MESHRUN_E_CONNECT, "connect: %s", strerror(soerr));
+			mr_ssh_conn_set_err_why(c, MESHRUN_E_CONNECT, soerr, "connect: %s", strerror(soerr));
 			c->state = C_FAILED;
 			return true;
 		}
@@ -837,10 +853,11 @@ static bool conn_connect_step(struct conn *c)
 		{
 			struct mr_ssh_hostkey k;
 			char msg[MESHRUN_ERR_MSG_MAX - 64];
+			int why = 0;
 
 			conn_hostkey(c, &k);
-			if (!mr_ssh_hostkey_check(&k, msg, sizeof(msg))) {
-				mr_ssh_conn_set_err(c, MESHRUN_E_HOSTKEY, "%s", msg);
+			if (!mr_ssh_hostkey_check(&k, msg, sizeof(msg), &why)) {
+				mr_ssh_conn_set_err_why(c, MESHRUN_E_HOSTKEY, why, "%s", msg);
 				c->state = C_FAILED;
 				return true;
 			}

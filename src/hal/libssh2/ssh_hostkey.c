@@ -1,6 +1,7 @@
 /* ssh_hostkey.c - known_hosts handling of the ssh backend; see ssh_hostkey.h. */
 #include "common/compat.h"
 #include "hal/libssh2/ssh_hostkey.h"
+#include "hal/hal.h"
 
 #include "common/buf.h"
 
@@ -141,7 +142,7 @@ static void kh_list(const struct mr_ssh_hostkey *k, char *buf, size_t bufsz)
 	mr_buf_release(&b);
 }
 
-bool mr_ssh_hostkey_check(const struct mr_ssh_hostkey *k, char *msg, size_t n)
+bool mr_ssh_hostkey_check(const struct mr_ssh_hostkey *k, char *msg, size_t n, int *why)
 {
 	size_t len = 0;
 	int type = 0, bit, mask, rc;
@@ -171,6 +172,7 @@ bool mr_ssh_hostkey_check(const struct mr_ssh_hostkey *k, char *msg, size_t n)
 		snprintf(msg, n,
 			 "host key has changed: the server's %s key SHA256:%s does not match %s",
 			     key_type_name(type), fp, files);
+		*why = MR_HAL_WHY_HOSTKEY_CHANGED;
 		return false;
 	case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND:
 		if (k->strict != MR_SSH_STRICT_ACCEPT_NEW && k->strict != MR_SSH_STRICT_NO) {

@@ -32,7 +32,8 @@ struct mr_ssh_hostkey {
 };
 
 void mr_ssh_hostkey_prefer(const struct mr_ssh_hostkey *k);
-/* true: accepted; false: refused, msg (n bytes) says why. */
-bool mr_ssh_hostkey_check(const struct mr_ssh_hostkey *k, char *msg, size_t n);
+/* true: accepted; false: refused, msg (n bytes) says why, and *why is
+ * MR_HAL_WHY_HOSTKEY_CHANGED when another key is recorded (else left alone). */
+bool mr_ssh_hostkey_check(const struct mr_ssh_hostkey *k, char *msg, size_t n, int *why);
 
 #endif

@@ -148,6 +148,8 @@ const char *mr_ssh_errmsg(LIBSSH2_SESSION *s, int rc);
 bool mr_ssh_is_conn_error(int rc);
 /* c->err = "ssh to 'alias' (addr): ..." unless already set. */
 void mr_ssh_conn_set_err(struct conn *c, int code, const char *fmt, ...) MR_PRINTF(3, 4);
+/* ... recording why (an errno or enum mr_hal_why, for mr_hal_err_hint()). */
+void mr_ssh_conn_set_err_why(struct conn *c, int code, int why, const char *fmt, ...) MR_PRINTF(4, 5);
 /* The connection for host, or NULL. */
 struct conn *mr_ssh_conn_find(struct ssh_hal *sh, const char *host);
 /* The connection for host (created, not yet started, on first use: ssh_config and

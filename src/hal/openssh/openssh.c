@@ -573,8 +573,9 @@ static int os_remove_at_exit(struct mr_hal *hal, const char *host, const char *d
 		h->wanted = false;
 	}
 	if (h->st != H_READY)
-		return mr_err_set(err, h->err.code ? h->err.code : MESHRUN_E_CONNECT,
-				  "remove '%s' at exit on '%s': %s", dir, host, h->err.msg[0] ? h->err.msg : "not connected");
+		return mr_hal_err_set_why(err, h->err.code ? h->err.code : MESHRUN_E_CONNECT, h->err.sys_errno,
+					  "remove '%s' at exit on '%s': %s", dir, host,
+					  h->err.msg[0] ? h->err.msg : "not connected");
 	/* a name (no '/') is one in the host's TMPDIR, made and marked there: "M" (sh.h) */
 	if (mr_buf_printf(&h->wdq, "%c%s\n", dir[0] == '/' ? 'D' : 'M', dir) < 0)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "remove '%s' at exit on '%s': out of memory", dir, host);

@@ -190,8 +190,26 @@ int mr_os_host_get(struct os_hal *oh, const char *name, struct ohost **out, stru
 	return 0;
 }
 
+/* Why (mr_hal_err_hint) a line of ssh's stderr gives: "ssh: connect to host
+ * h port 22: Connection refused" says connect()'s strerror; "Host key for h
+ * has changed" a key that is not the recorded one. */
+static int ssh_said_why(const char *line)
+{
+	if (strstr(line, "has changed") || strstr(line, "HAS CHANGED"))
+		return MR_HAL_WHY_HOSTKEY_CHANGED;
+	if (strstr(line, "timed out"))
+		return ETIMEDOUT;
+	if (strstr(line, "refused"))
+		return ECONNREFUSED;
+	if (strstr(line, "No route"))
+		return EHOSTUNREACH;
+	if (strstr(line, "unreachable"))
+		return ENETUNREACH;
+	return 0;
+}
+
 /* What ssh said, as a hal error: the last non-empty line of its stderr. */
-static void host_fail_from_stderr(struct ohost *h, const char *why)
+static void host_fail_from_stderr(struct ohost *h, const char *what)
 {
 	const char *s = mr_buf_cstr(&h->merr), *line = s, *p;
 	char last[400] = "";
@@ -216,13 +234,14 @@ static void host_fail_from_stderr(struct ohost *h, const char *why)
 		 strstr(s, "host key is known"))
 		code = MESHRUN_E_HOSTKEY;
 	if (strstr(s, "Could not resolve hostname"))
-		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): cannot resolve: %s", h->name, last);
+		mr_hal_err_set_why(&h->err, code, MR_HAL_WHY_RESOLVE, "ssh to '%s' (OpenSSH): cannot resolve: %s",
+				   h->name, last);
 	else if (strstr(s, "IDENTIFICATION HAS CHANGED")) /* said lines before the last one */
-		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): host key has changed: %s", h->name, last);
-	else if (last[0])
-		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): %s", h->name, last);
+		mr_hal_err_set_why(&h->err, code, MR_HAL_WHY_HOSTKEY_CHANGED,
+				   "ssh to '%s' (OpenSSH): host key has changed: %s", h->name, last);
 	else
-		mr_err_set(&h->err, code, "ssh to '%s' (OpenSSH): %s", h->name, why);
+		mr_hal_err_set_why(&h->err, code, ssh_said_why(last[0] ? last : what), "ssh to '%s' (OpenSSH): %s",
+				   h->name, last[0] ? last : what);
 	h->st = H_FAILED;
 	h->oh->changes++;
 }
@@ -506,8 +525,8 @@ void mr_os_step(struct os_hal *oh)
 		}
 		if (h->st == H_STARTING && !h->m.reaped && now >= h->deadline) {
 			mr_os_och_kill(&h->m);
-			mr_err_set(&h->err, MESHRUN_E_CONNECT, "ssh to '%s' (OpenSSH): timed out after %d ms",
-				   h->name, oh->base.opts.connect_timeout_ms);
+			mr_hal_err_set_why(&h->err, MESHRUN_E_CONNECT, ETIMEDOUT, "ssh to '%s' (OpenSSH): timed out after %d ms",
+					   h->name, oh->base.opts.connect_timeout_ms);
 			h->st = H_FAILED;
 			oh->changes++;
 		}

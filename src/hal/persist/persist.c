@@ -66,7 +66,7 @@ static int send_spawn(struct persist_hal *h, struct pjob *j, const char *host, c
 	if (h->broken || mr_ps_send_all(h, &h->out) < 0) {
 		if (!h->broken)
 			mr_ps_set_broken(h, "cannot send to it");
-		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+		return mr_hal_err_set_why(err, h->broken_err.code, h->broken_err.sys_errno, "%s", h->broken_err.msg);
 	}
 	return 0;
 }
@@ -200,7 +200,7 @@ static int persist_connect(struct mr_hal *hal, const char *const *hosts, size_t 
 		goto nomem;
 	if (mr_ps_request(h, &w, &e) < 0) {
 		for (size_t i = 0; i < n; i++)
-			mr_err_set(&errs[i], e.code, "'%s': %s", mr_hal_host_name(hosts[i]), e.msg);
+			mr_hal_err_set_why(&errs[i], e.code, e.sys_errno, "'%s': %s", mr_hal_host_name(hosts[i]), e.msg);
 		return (int)n;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -411,7 +411,7 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 	size_t start;
 
 	if (h->broken)
-		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+		return mr_hal_err_set_why(err, h->broken_err.code, h->broken_err.sys_errno, "%s", h->broken_err.msg);
 
 	host = mr_hal_host_name(host);
 	if (mr_pf_begin(&h->out, MR_PF_REMOVE, w.id, &start) < 0 || mr_pf_put_str(&h->out, host) < 0 ||
@@ -421,7 +421,7 @@ static int persist_remove_at_exit(struct mr_hal *hal, const char *host, const ch
 	}
 	if (mr_ps_send_all(h, &h->out) < 0) {
 		mr_ps_set_broken(h, "cannot send to it");
-		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+		return mr_hal_err_set_why(err, h->broken_err.code, h->broken_err.sys_errno, "%s", h->broken_err.msg);
 	}
 	return 0;
 }

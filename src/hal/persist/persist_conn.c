@@ -503,7 +503,7 @@ int mr_ps_request(struct persist_hal *h, struct reply *w, struct meshrun_err *er
 	if (h->broken || mr_ps_send_all(h, &h->out) < 0) {
 		if (!h->broken)
 			mr_ps_set_broken(h, "cannot send to it");
-		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+		return mr_hal_err_set_why(err, h->broken_err.code, h->broken_err.sys_errno, "%s", h->broken_err.msg);
 	}
 	h->wait = w;
 	while (!w->got && !h->broken && mr_now_ms() < end)
@@ -512,7 +512,7 @@ int mr_ps_request(struct persist_hal *h, struct reply *w, struct meshrun_err *er
 	if (!w->got) {
 		if (!h->broken)
 			mr_ps_set_broken(h, "no reply in time");
-		return mr_err_set(err, h->broken_err.code, "%s", h->broken_err.msg);
+		return mr_hal_err_set_why(err, h->broken_err.code, h->broken_err.sys_errno, "%s", h->broken_err.msg);
 	}
 	if (w->err.code < 0) {
 		if (err && !err->code)
