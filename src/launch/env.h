@@ -24,7 +24,7 @@
  *                NCCL_PORT=<--nccl-port>, MLX_WORLD_SIZE=<ranks>,
  *                CUDA_VISIBLE_DEVICES=<rank % repeat>.
  *   mpi          no per-rank variables and no job token: mpirun numbers the ranks;
- *                the variables go to mpirun as "-x K=V" (mr_launch_mpi_argv).
+ *                the variables go to mpirun as "-x K=V" (extern.h: mr_launch_mpi_argv).
  *   mpi with     (--mpi-impl meshrun: libmeshrun-mpi, no mpirun) as ring, with
  *   mpi_libname  MESHRUN_HOSTFILE=<file> instead of MLX_HOSTFILE, which stays
  *                unset so that MLX's init("any") skips its own ring and opens
@@ -150,27 +150,5 @@ int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct 
 /* The rdma matrix text (json.dumps form, no newline). */
 int mr_launch_rdma_json(const struct mr_hostfile *hf, struct mr_buf *out,
 			struct meshrun_err *err);
-
-/*
- * mpirun's hostfile: one "<ssh> slots=<count>" line per distinct host, in order
- * of first appearance (Python's Counter order).
- */
-int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out);
-
-/*
- * Split s into words as Python's shlex.split does (POSIX mode: quotes, backslash
- * escapes, no expansion); appended to out. An unclosed quote or a trailing
- * backslash is MESHRUN_E_USAGE naming s.
- */
-int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err);
-
-/*
- * mlx.launch's mpirun command line:
- *   mpirun --output :raw --hostfile HF [-cwd CWD] (-x K=V)... <mpi args split> -- cmd...
- * raw_output false leaves out "--output :raw", which Open MPI before 5 rejects.
- */
-int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
-		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
-		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err);
 
 #endif
