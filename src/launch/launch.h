@@ -9,7 +9,7 @@
  * The module's files (this header maps them; calls go down the list only):
  *   main.c       the program: parse, plan, run, exit code
  *   run.c        one job from plan to exit code over the hal (mr_launch_run)
- *   plan.c       the job plan: hosts, backend, environment, command, token
+ *   plan.c       the job plan: hosts, their topology, backend, environment, command, token
  *   hosts.c      the address of a host given by name (mr_launch_host_addrs)
  *   extern.c     srun / mpirun as the launcher (extern.h)
  *   supervise.c  the poll loop over the ranks: output, stdin, signals (supervise.h)
@@ -77,6 +77,7 @@ struct mr_launch_opts {
 struct mr_launch_plan {
 	struct mr_hostfile *hf;      /* one host entry per rank (-n applied) */
 	enum mr_backend backend;
+	struct mr_launch_topo topo;  /* the hostfile's topology, asked once (env.h) */
 	enum mr_stdin_mode stdin_mode;
 	struct mr_strvec envs;       /* hostfile envs then --env, checked */
 	struct mr_strvec argv;       /* the command as it will run */
