@@ -129,6 +129,7 @@ static void say_verdict(struct cfg_run *c, const struct mr_topo_cluster *tc,
 			const struct mr_topo_choice *ch)
 {
 	struct mr_buf b = MR_BUF_INIT;
+	size_t note = 0; /* the next of ch->notes */
 
 	mr_buf_printf(&b, "verdict: %s, %zu host%s, %zu cable%s", ch->mesh ? "mesh" : ch->has_ring ? "ring" : "neither",
 		      tc->nhosts, tc->nhosts == 1 ? "" : "s", tc->ncables, tc->ncables == 1 ? "" : "s");
@@ -149,16 +150,15 @@ static void say_verdict(struct cfg_run *c, const struct mr_topo_cluster *tc,
 	cfg_say(c, "%s", mr_buf_cstr(&b));
 	mr_buf_release(&b);
 	/* as MLX's check_rdma(strict=False): missing RDMA is a warning; why it is not
-	 * a mesh (the missing cables) is said always, as MLX prints it; the other
-	 * notes only explain the choice */
-	for (size_t k = 0; k < ch->notes.nr; k++) {
-		if (strstr(ch->notes.v[k], "RDMA") || strstr(ch->notes.v[k], "Thunderbolt 4"))
-			cfg_warn(c, "%s", ch->notes.v[k]);
-		else if (!strncmp(ch->notes.v[k], "not a full mesh", 15))
-			cfg_say(c, "%s", ch->notes.v[k]);
-		else
-			cfg_info(c, "%s", ch->notes.v[k]);
-	}
+	 * a mesh (the missing cables) is said always, as MLX prints it; why there is
+	 * no ring only explains the choice (topo.h: one note per false fact, in
+	 * this order) */
+	if (!ch->mesh && note < ch->notes.nr)
+		cfg_say(c, "%s", ch->notes.v[note++]);
+	if (!ch->has_ring && note < ch->notes.nr)
+		cfg_info(c, "%s", ch->notes.v[note++]);
+	if (!ch->rdma && note < ch->notes.nr)
+		cfg_warn(c, "%s", ch->notes.v[note++]);
 }
 
 /* Passwordless sudo everywhere? With --auto-setup, name the hosts without it. */
@@ -242,7 +242,8 @@ static int choose_backend(struct cfg_run *c, const struct mr_topo_cluster *tc,
 		cfg_error(c, "%s", e.msg);
 		for (size_t k = 0; k < ch->notes.nr; k++)
 			cfg_error(c, "%s", ch->notes.v[k]);
-		if (!strstr(e.msg, "--dot"))
+		/* the cabling's own messages say to run with --dot already */
+		if (ch->missing != MR_TOPO_MISSING_CABLES)
 			cfg_error(c, "perhaps run with --dot to generate a plot of the connectivity");
 		mr_topo_choice_release(ch);
 		return MR_CONFIG_EXIT_TOPOLOGY;

@@ -1,13 +1,14 @@
 /*
  * hal/sh.c - the /bin/sh protocol every remote backend speaks (sh.h): the
- * spawn line and its pgid marker, the watchdog, spare and kill scripts, and
- * the names signals travel by.
+ * spawn line and its pgid marker, the watchdog, spare and kill scripts, the
+ * job directory's setup script, and the names signals travel by.
  */
 #include "common/compat.h"
 #include "common/array.h"
 #include "common/err.h"
 #include "common/port.h"
 #include "common/shquote.h"
+#include "common/strvec.h"
 #include "hal/sh.h"
 
 #include <errno.h>
@@ -94,6 +95,75 @@ const char mr_hal_spare_script[] =
 
 /* $1 a signal name (TERM), $2 a process group; BSD and procps kill both take it. */
 const char mr_hal_kill_script[] = "kill -\"$1\" -\"$2\" 2>/dev/null; exit 0";
+
+/*
+ * sh.h's "setup": the check before launch and the job directory on a host,
+ * which the watchdog above makes ("M" names) or takes over ("D" lines), marks
+ * and removes; its sweep reads the watchdog's mark.
+ */
+const char mr_hal_setup_script[] =
+	"exe=$1; cwd=$2; defcwd=$3; name=$4; wd=$5; shift 5; bad=0\n"
+	"if [ -n \"$exe\" ] && ! command -v \"$exe\" >/dev/null 2>&1; then\n"
+	"  echo \"command '$exe' not found\" >&2; bad=1; fi\n"
+	"if [ -n \"$cwd\" ] && ! [ -d \"$cwd\" ]; then\n"
+	"  echo \"working directory '$cwd' does not exist\" >&2; bad=1; fi\n"
+	"[ $bad = 0 ] || exit 3\n"
+	/* sweep: see launch/run.c's mr_launch_dir_is_stale() (the same rule, for the all-local path) */
+	"me=; lp=; lv=\n"
+	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
+	/* our own job's directory (its mark is there when WD is 1): no ps for it */
+	"  [ \"${o##*/}\" != \"$name\" ] && [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
+	"  [ -n \"$me\" ] || " MR_HAL_SH_HOSTNAME("me") "\n"
+	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
+	/* our names only (letters, digits, dots): a word each in $lv below */
+	"  case ${o##*/} in *[!A-Za-z0-9.]*) continue;; esac\n"
+	"  if kill -0 \"$op\" 2>/dev/null; then lp=\"$lp,$op\"; lv=\"$lv $op/${o##*/}\"; else rm -rf \"$o\"; fi\n"
+	"done 2>/dev/null\n"
+	/* live pids: one ps for all (BSD and procps take a list), a pid whose
+	 * command is no watchdog was reused; a killed watchdog can be a zombie
+	 * that init reaps between kill -0 and ps: no answer from ps keeps the
+	 * directory only while the pid still lives */
+	"if [ -n \"$lp\" ]; then a=$(ps -ww -o pid= -o args= -p \"${lp#,}\" 2>/dev/null) || a=\n"
+	"  for c in $lv; do op=${c%%/*}; w=\n"
+	"    while read -r p r; do [ \"$p\" = \"$op\" ] && w=\"x$r\"; done <<EOF\n"
+	"$a\n"
+	"EOF\n"
+	"    case $w in *meshrun-watchdog*) continue;; esac\n"
+	"    [ -n \"$w\" ] || ! kill -0 \"$op\" 2>/dev/null || continue\n"
+	"    rm -rf \"${TMPDIR:-/tmp}/${c#*/}\"\n"
+	"  done 2>/dev/null; fi\n"
+	"d=-\n"
+	"if [ $# -gt 0 ]; then\n"
+	/* the host's watchdog makes and marks it (an "M" name, hal.h; WD 1): so
+	 * that no file of ours lands in a directory a stopped host keeps unmarked,
+	 * wait for the mark (first 2 ms: the watchdog's mkdir is usually about to
+	 * end); after about a second (no watchdog there) make it here.
+	 * Taken if there (no exec of mkdir): ours, no link; also when our mkdir
+	 * fails because a watchdog slower than our wait made it meanwhile (a
+	 * loaded host); the last mkdir only says why not */
+	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0; s=0.002\n"
+	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
+	"      sleep $s; s=0.01; i=$((i + 1)); done\n"
+	"    ours() { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; }\n"
+	"    ours || mkdir -m 700 \"$d\" 2>/dev/null || ours || { mkdir -m 700 \"$d\"; exit 4; }\n"
+	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
+	/* a failed write (a full disk) takes the directory with it: meshrun hears of none */
+	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" ||\n"
+	"    { echo \"cannot write '$d/$1'\" >&2; rm -rf \"$d\"; exit 4; }; shift 2; done\n"
+	"fi\n"
+	"printf '%s\\n' \"$d\"\n"
+	"if [ -n \"$defcwd\" ] && [ -d \"$defcwd\" ]; then echo 1; else echo 0; fi\n";
+
+int mr_hal_setup_argv(struct mr_strvec *argv, const char *exe, const char *cwd, const char *defcwd)
+{
+	if (mr_strvec_push(argv, MR_SH_PATH) < 0 || mr_strvec_push(argv, "-c") < 0 ||
+	    mr_strvec_push(argv, mr_hal_setup_script) < 0 || mr_strvec_push(argv, "meshrun-setup") < 0 ||
+	    mr_strvec_push(argv, exe) < 0 || mr_strvec_push(argv, cwd) < 0 ||
+	    mr_strvec_push(argv, defcwd) < 0 ||
+	    mr_strvec_push(argv, "DIRNAME") < 0 || mr_strvec_push(argv, "WD") < 0)
+		return -1;
+	return 0;
+}
 
 /* The NAME of a NAME=VALUE entry is one of the variables meshrun sets (and an identifier). */
 static bool export_safe(const char *entry, const char *eq)

@@ -2,14 +2,17 @@
  * sh.h - the /bin/sh protocol every remote backend speaks (ssh, openssh, and
  * through its daemon persist; the local backend runs the same watchdog): what
  * a command line looks like, how a process group's id comes back, and the
- * scripts that kill, clean up and stand by on a host. Internal to src/hal
- * (and the test that runs these lines under three shells).
+ * scripts that kill, clean up and stand by on a host, and the job
+ * directory's setup script that works with the watchdog. Internal to src/hal
+ * (and the test that runs these lines under three shells), but for the setup,
+ * which launch/run.c sends through mr_hal_run().
  */
 #ifndef MR_HAL_SH_H
 #define MR_HAL_SH_H
 
 #include "common/compat.h"
 #include "common/buf.h"
+#include "common/strvec.h"
 #include "hal/hal.h"
 
 /*
@@ -51,12 +54,38 @@
  *            which runs SCRIPT in the spare's own /bin/sh (no second exec of
  *            sh), as that exec would: its exit status the spare's.
  */
+/*
+ * setup      mr_hal_setup_script: the check before launch, run on every remote
+ *            host as (mr_hal_setup_argv)
+ *              /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME WD [NAME CONTENT]...
+ *            (POSIX sh; tests run it under bash, dash and zsh). Checks EXE (when
+ *            not empty) and CWD (when not empty), exit 3 with a line per problem
+ *            on stderr; when there are files, writes them into the job
+ *            directory ${TMPDIR:-/tmp}/DIRNAME: with WD "1" the host's watchdog
+ *            makes and marks it (an "M" name, mr_hal_makes_dirs), which the
+ *            script waits for, about a second at most; it makes it itself
+ *            (mkdir -m 700) when it is not there then, and takes it when it is
+ *            ours and no link (mktemp -d when DIRNAME is empty); exit 4 if it
+ *            cannot, naming the file, and nothing of it is left. It prints two
+ *            lines: the directory (or "-") and whether DEFCWD (our own cwd)
+ *            exists there (1 or 0). Before that it sweeps stale job directories
+ *            of ours in that TMPDIR: a watchdog mark naming this host and a pid
+ *            that is no meshrun-watchdog any more (launch.h:
+ *            mr_launch_dir_is_stale, the same rule for the all-local path).
+ */
 #define MR_HAL_PGID_MARKER "MESHRUN-PGID="
 #define MR_HAL_SPARE_READY "MESHRUN-SPARE-READY"
 #define MR_HAL_SPARE_SH_C "meshrun_sh_c"
 extern const char mr_hal_watchdog_script[];
 extern const char mr_hal_kill_script[];
 extern const char mr_hal_spare_script[];
+extern const char mr_hal_setup_script[];
+/* The setup command's first words (to DIRNAME and WD, placeholders that each
+ * host's argv replaces at these indices); the files' NAME CONTENT pairs follow.
+ * Appended to argv; 0, or -1 (ENOMEM). */
+#define MR_HAL_SETUP_ARG_DIRNAME 7
+#define MR_HAL_SETUP_ARG_WD 8
+int mr_hal_setup_argv(struct mr_strvec *argv, const char *exe, const char *cwd, const char *defcwd);
 int mr_hal_spawn_cmdline(struct mr_buf *b, char *const *argv, char *const *env, const char *cwd);
 /* tmp_name: NULL, or the first name to remove (an argument "MNAME", see above) */
 int mr_hal_watchdog_cmdline(struct mr_buf *b, const char *tmp_name);

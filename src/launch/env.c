@@ -1,8 +1,8 @@
 /*
  * launch/env.c - meshrun's side of the environment contract (the writer; not
  * coll/env.c, libmeshrun's reader): each backend's variables and files for the
- * ranks (launch/env.h), the mpirun hostfile and argv, and the tables of
- * docs/contracts.md from common/envmap.h.
+ * ranks (launch/env.h) and the tables of docs/contracts.md from
+ * common/envmap.h. mpirun's hostfile and command line are extern.c's.
  */
 #include "common/compat.h"
 #include "common/envmap.h"
@@ -158,16 +158,30 @@ int mr_launch_ring_json(const struct mr_hostfile *hf, int starting_port, int con
 	return 0;
 }
 
-int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct mr_buf *out,
-			struct meshrun_err *err)
+void mr_launch_topo_of(const struct mr_hostfile *hf, struct mr_launch_topo *t)
 {
-	int rc = mr_hostfile_check_mesh(hf, err);
+	memset(t, 0, sizeof(*t));
+	for (size_t i = 0; i < hf->nhosts; i++)
+		t->any_rdma |= hf->hosts[i].nrdma > 0;
+	t->full_mesh = mr_hostfile_check_mesh(hf, &t->mesh_err) == 0 && hf->nhosts > 1;
+	t->rdma_mesh = mr_hostfile_check_rdma(hf, true, &t->rdma_mesh_err) == 0;
+	t->rdma_ring = mr_hostfile_check_rdma(hf, false, &t->rdma_ring_err) == 0;
+}
 
-	if (rc < 0) {
-		if (err)
-			err->code = MESHRUN_E_USAGE;
-		return MESHRUN_E_USAGE;
-	}
+/* A topology check's failure (its messages begin "malformed hostfile: " and
+ * name host and column) as the usage error it is for the job. */
+static int topo_fail(struct meshrun_err *err, const struct meshrun_err *why)
+{
+	mr_err_set(err, why->code, "%s", why->msg);
+	if (err)
+		err->code = MESHRUN_E_USAGE;
+	return MESHRUN_E_USAGE;
+}
+
+/* mr_launch_mesh_json's matrix, for a hostfile known to be a full mesh. */
+static int mesh_rows_json(const struct mr_hostfile *hf, int starting_port, struct mr_buf *out,
+			  struct meshrun_err *err)
+{
 	if (starting_port + (long)hf->nhosts - 1 > 65535)
 		return mr_err_set(err, MESHRUN_E_USAGE, "mesh ports run past 65535 (%zu ranks from --starting-port %d)", hf->nhosts, starting_port);
 	if (mr_buf_putc(out, '[') < 0)
@@ -205,6 +219,16 @@ int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct 
 	if (mr_buf_putc(out, ']') < 0)
 		return nomem(err);
 	return 0;
+}
+
+int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct mr_buf *out,
+			struct meshrun_err *err)
+{
+	struct meshrun_err why = MESHRUN_ERR_INIT;
+
+	if (mr_hostfile_check_mesh(hf, &why) < 0)
+		return topo_fail(err, &why);
+	return mesh_rows_json(hf, starting_port, out, err);
 }
 
 static int rdma_cell_json(struct mr_buf *out, const struct mr_rdma_cell *c)
@@ -290,15 +314,6 @@ static bool user_sets(const struct mr_strvec *env, const char *name)
 	return false;
 }
 
-/* Does every host have a row of rdma cells (not the empty rows of TCP hosts)? */
-static bool has_rdma_rows(const struct mr_hostfile *hf)
-{
-	for (size_t i = 0; i < hf->nhosts; i++)
-		if (!hf->hosts[i].nrdma)
-			return false;
-	return hf->nhosts > 1;
-}
-
 /*
  * --mpi-impl meshrun: libmeshrun-mpi's MPI_Init runs libmeshrun's
  * MESHRUN_BACKEND_ANY, which takes the first backend whose variables are
@@ -313,15 +328,16 @@ static bool has_rdma_rows(const struct mr_hostfile *hf)
  * tries its ring before mpi, and libmeshrun reads the JACCL_* and MESHRUN_*
  * names first.
  */
-static int build_shim(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
-		      struct mr_launch_env *e, struct mr_buf *b, struct meshrun_err *err)
+static int build_shim(const struct mr_hostfile *hf, const struct mr_launch_topo *t,
+		      const struct mr_launch_env_opts *o, struct mr_launch_env *e, struct mr_buf *b,
+		      struct meshrun_err *err)
 {
 	char val[160];
 	int rc;
 
-	if (has_rdma_rows(hf) && host_ip0(&hf->hosts[0])) {
-		bool mesh = mr_hostfile_check_rdma(hf, true, NULL) == 0;
-		if (mesh || mr_hostfile_check_rdma(hf, false, NULL) == 0) {
+	if (hf->nhosts > 1 && host_ip0(&hf->hosts[0])) {
+		bool mesh = t->rdma_mesh;
+		if (mesh || t->rdma_ring) {
 			snprintf(val, sizeof(val), "%s:%d", host_ip0(&hf->hosts[0]), o->starting_port);
 			if (mr_strvec_setenv(&e->common, MR_ENV(JACCL_COORDINATOR), val) < 0 ||
 			    (!mesh && mr_strvec_setenv(&e->common, MR_ENV(JACCL_RING), "1") < 0))
@@ -331,8 +347,8 @@ static int build_shim(const struct mr_hostfile *hf, const struct mr_launch_env_o
 			return add_file(e, MR_ENV(JACCL_IBV_DEVICES), "ibv_devices.json", b, err);
 		}
 	}
-	if (hf->nhosts > 1 && mr_hostfile_check_mesh(hf, NULL) == 0) {
-		if ((rc = mr_launch_mesh_json(hf, o->starting_port, b, err)) < 0 ||
+	if (t->full_mesh) {
+		if ((rc = mesh_rows_json(hf, o->starting_port, b, err)) < 0 ||
 		    (rc = add_file(e, MR_ENV(MESHRUN_MESH_HOSTFILE), "mesh.json", b, err)) < 0)
 			return rc;
 		mr_buf_reset(b);
@@ -344,8 +360,9 @@ static int build_shim(const struct mr_hostfile *hf, const struct mr_launch_env_o
 	return add_file(e, MR_ENV(MESHRUN_HOSTFILE), "hostfile.json", b, err);
 }
 
-static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_env_opts *o,
-			 struct mr_launch_env *e, struct meshrun_err *err)
+static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_topo *t,
+			 const struct mr_launch_env_opts *o, struct mr_launch_env *e,
+			 struct meshrun_err *err)
 {
 	struct mr_buf b = MR_BUF_INIT;
 	char val[160];
@@ -354,7 +371,11 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 	switch (o->backend) {
 	case MR_BACKEND_MESH:
 		if (hf->nhosts > 1) {
-			if ((rc = mr_launch_mesh_json(hf, o->starting_port, &b, err)) < 0)
+			if (!t->full_mesh) {
+				rc = topo_fail(err, &t->mesh_err);
+				break;
+			}
+			if ((rc = mesh_rows_json(hf, o->starting_port, &b, err)) < 0)
 				break;
 			if ((rc = add_file(e, MR_ENV(MESHRUN_MESH_HOSTFILE), "mesh.json", &b, err)) < 0)
 				break;
@@ -377,11 +398,8 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 
 		if ((rc = need_rank0_ip(hf, mr_backend_name(o->backend), err)) < 0)
 			break;
-		/* its messages begin "malformed hostfile: " and name host and column */
-		if ((rc = mr_hostfile_check_rdma(hf, !ring, err)) < 0) {
-			if (err)
-				err->code = MESHRUN_E_USAGE;
-			rc = MESHRUN_E_USAGE;
+		if (!(ring ? t->rdma_ring : t->rdma_mesh)) {
+			rc = topo_fail(err, ring ? &t->rdma_ring_err : &t->rdma_mesh_err);
 			break;
 		}
 		snprintf(val, sizeof(val), "%s:%d", host_ip0(&hf->hosts[0]), o->starting_port);
@@ -421,7 +439,7 @@ static int build_backend(const struct mr_hostfile *hf, const struct mr_launch_en
 			rc = nomem(err);
 			break;
 		}
-		rc = build_shim(hf, o, e, &b, err);
+		rc = build_shim(hf, t, o, e, &b, err);
 		break;
 	default:
 		rc = mr_err_set(err, MESHRUN_E_USAGE, "unknown backend %d", (int)o->backend);
@@ -434,11 +452,17 @@ int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env
 			struct mr_launch_env *out, struct meshrun_err *err)
 {
 	struct mr_launch_env e = { 0 };
+	struct mr_launch_topo own;
+	const struct mr_launch_topo *t = o->topo;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (!hf->nhosts)
 		return mr_err_set(err, MESHRUN_E_USAGE, "no hosts to run on");
+	if (!t) {
+		mr_launch_topo_of(hf, &own);
+		t = &own;
+	}
 	e.nranks = hf->nhosts;
 	e.per_rank = calloc(e.nranks, sizeof(*e.per_rank));
 	if (!e.per_rank)
@@ -447,7 +471,7 @@ int mr_launch_env_build(const struct mr_hostfile *hf, const struct mr_launch_env
 		for (size_t i = 0; i < o->user_env->nr; i++)
 			if ((rc = mr_launch_env_add(&e.common, o->user_env->v[i], "--env", err)) < 0)
 				goto out_release;
-	if ((rc = build_backend(hf, o, &e, err)) < 0)
+	if ((rc = build_backend(hf, t, o, &e, err)) < 0)
 		goto out_release;
 	/* mpi: mpirun numbers the ranks and libmeshrun's mpi backend has no hello to
 	 * check a token with (docs/contracts.md: MLX_RANK and the token, all but mpi);
@@ -513,119 +537,6 @@ int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const cha
 	for (size_t i = 0; i < e->per_rank[rank].nr; i++)
 		if (mr_strvec_push(out, e->per_rank[rank].v[i]) < 0)
 			return -1;
-	return 0;
-}
-
-int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out)
-{
-	for (size_t i = 0; i < hf->nhosts; i++) {
-		size_t n = 0;
-		bool seen = false;
-
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = !strcmp(hf->hosts[j].ssh, hf->hosts[i].ssh);
-		if (seen)
-			continue;
-		for (size_t j = i; j < hf->nhosts; j++)
-			n += !strcmp(hf->hosts[j].ssh, hf->hosts[i].ssh);
-		if (mr_buf_printf(out, "%s slots=%zu\n", hf->hosts[i].ssh, n) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err)
-{
-	struct mr_buf w = MR_BUF_INIT;
-	bool in_word = false;
-	char quote = 0;
-	int rc = 0;
-
-	for (const char *p = s;; p++) {
-		char c = *p;
-
-		if (quote == '\'') {
-			if (!c)
-				goto unclosed;
-			if (c == '\'')
-				quote = 0;
-			else if (mr_buf_putc(&w, c) < 0)
-				goto nomem;
-			continue;
-		}
-		if (quote == '"') {
-			if (!c)
-				goto unclosed;
-			if (c == '"') {
-				quote = 0;
-			} else if (c == '\\' && p[1] && strchr("\\\"$`\n", p[1])) {
-				if (mr_buf_putc(&w, *++p) < 0)
-					goto nomem;
-			} else if (mr_buf_putc(&w, c) < 0) {
-				goto nomem;
-			}
-			continue;
-		}
-		if (!c || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-			if (in_word) {
-				if (mr_strvec_push(out, mr_buf_cstr(&w)) < 0)
-					goto nomem;
-				mr_buf_reset(&w);
-				in_word = false;
-			}
-			if (!c)
-				break;
-			continue;
-		}
-		in_word = true;
-		if (c == '\'' || c == '"') {
-			quote = c;
-		} else if (c == '\\') {
-			if (!p[1]) {
-				rc = mr_err_set(err, MESHRUN_E_USAGE, "'%s': no character after the last backslash", s);
-				goto out;
-			}
-			if (mr_buf_putc(&w, *++p) < 0)
-				goto nomem;
-		} else if (mr_buf_putc(&w, c) < 0) {
-			goto nomem;
-		}
-	}
-	goto out;
-unclosed:
-	rc = mr_err_set(err, MESHRUN_E_USAGE, "'%s': no closing quotation", s);
-	goto out;
-nomem:
-	rc = nomem(err);
-out:
-	mr_buf_release(&w);
-	return rc;
-}
-
-int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
-		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
-		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err)
-{
-	int rc;
-
-	if (mr_strvec_push(out, mpirun) < 0 ||
-	    (raw_output && (mr_strvec_push(out, "--output") < 0 || mr_strvec_push(out, ":raw") < 0)) ||
-	    mr_strvec_push(out, "--hostfile") < 0 ||
-	    mr_strvec_push(out, hostfile_path) < 0)
-		return nomem(err);
-	if (cwd && (mr_strvec_push(out, "-cwd") < 0 || mr_strvec_push(out, cwd) < 0))
-		return nomem(err);
-	for (size_t i = 0; env && i < env->nr; i++)
-		if (mr_strvec_push(out, "-x") < 0 || mr_strvec_push(out, env->v[i]) < 0)
-			return nomem(err);
-	for (size_t i = 0; mpi_args && i < mpi_args->nr; i++) {
-		if ((rc = mr_launch_shlex_split(mpi_args->v[i], out, err)) < 0) {
-			mr_err_prefix(err, "--mpi-arg");
-			return rc;
-		}
-	}
-	if (mr_strvec_push(out, "--") < 0 || mr_strvec_pushv(out, cmd) < 0)
-		return nomem(err);
 	return 0;
 }
 

@@ -14,17 +14,17 @@
  *                MLX_RING_VERBOSE=1 with --verbose.
  *   mesh         as ring (so a program that only knows the ring still runs), plus
  *                MESHRUN_MESH_HOSTFILE=<file>: the hosts' "mesh_ips" rows as a
- *                matrix of "ip:port" lists (coll/tcpmesh.h), after
- *                mr_hostfile_check_mesh(); rank i listens on --starting-port + i.
+ *                matrix of "ip:port" lists (coll/tcpmesh.h), on a full mesh
+ *                (mr_launch_topo); rank i listens on --starting-port + i.
  *   jaccl        MLX_JACCL_COORDINATOR=<rank 0's first ip>:<starting port>,
  *   jaccl-ring   MLX_JACCL_RING=1 (jaccl-ring),
  *                MLX_IBV_DEVICES=<file>: json.dumps of the hostfile's rdma matrix,
- *                after mr_hostfile_check_rdma() (mesh for jaccl, ring for jaccl-ring).
+ *                when complete (mr_launch_topo: mesh for jaccl, ring for jaccl-ring).
  *   nccl         NCCL_DEBUG=INFO (--verbose), NCCL_HOST_IP=<rank 0's first ip>,
  *                NCCL_PORT=<--nccl-port>, MLX_WORLD_SIZE=<ranks>,
  *                CUDA_VISIBLE_DEVICES=<rank % repeat>.
  *   mpi          no per-rank variables and no job token: mpirun numbers the ranks;
- *                the variables go to mpirun as "-x K=V" (mr_launch_mpi_argv).
+ *                the variables go to mpirun as "-x K=V" (extern.h: mr_launch_mpi_argv).
  *   mpi with     (--mpi-impl meshrun: libmeshrun-mpi, no mpirun) as ring, with
  *   mpi_libname  MESHRUN_HOSTFILE=<file> instead of MLX_HOSTFILE, which stays
  *                unset so that MLX's init("any") skips its own ring and opens
@@ -64,8 +64,27 @@ enum mr_backend {
 int mr_backend_parse(const char *name);
 const char *mr_backend_name(enum mr_backend b);
 
+/*
+ * The hostfile's topology: the questions the backend's choice (plan.c) and the
+ * environment (env.c) ask of it, answered once per job by mr_launch_topo_of()
+ * (the plan keeps the answers, launch.h); every user reads these fields.
+ */
+struct mr_launch_topo {
+	bool any_rdma;   /* some host has a row of rdma cells (the jaccl backends need one) */
+	bool full_mesh;  /* 2+ hosts, each with "mesh_ips" of a full mesh (mr_hostfile_check_mesh) */
+	bool rdma_mesh;  /* the rdma matrix is complete as a mesh (mr_hostfile_check_rdma, mesh) */
+	bool rdma_ring;  /* ... as a ring (mr_hostfile_check_rdma, ring) */
+	struct meshrun_err mesh_err;      /* why not full_mesh (names host and field) */
+	struct meshrun_err rdma_mesh_err; /* why not rdma_mesh */
+	struct meshrun_err rdma_ring_err; /* why not rdma_ring */
+};
+
+/* Answer them for hf; t is overwritten (nothing to release). */
+void mr_launch_topo_of(const struct mr_hostfile *hf, struct mr_launch_topo *t);
+
 struct mr_launch_env_opts {
 	enum mr_backend backend;
+	const struct mr_launch_topo *topo; /* hf's (the plan's); NULL: mr_launch_env_build asks */
 	int starting_port;      /* --starting-port (32323) */
 	int connections_per_ip; /* --connections-per-ip (1) */
 	int nccl_port;          /* --nccl-port (12345) */
@@ -144,33 +163,12 @@ int mr_launch_env_for_rank(const struct mr_launch_env *e, size_t rank, const cha
 /* The ring hostfile text (json.dumps form, no newline); exposed for tests. */
 int mr_launch_ring_json(const struct mr_hostfile *hf, int starting_port, int conns,
 			struct mr_buf *out, struct meshrun_err *err);
-/* The mesh backend's address matrix (json.dumps form, no newline). */
+/* The mesh backend's address matrix (json.dumps form, no newline), after
+ * mr_hostfile_check_mesh() (meshconfig doctor's path check calls it alone). */
 int mr_launch_mesh_json(const struct mr_hostfile *hf, int starting_port, struct mr_buf *out,
 			struct meshrun_err *err);
 /* The rdma matrix text (json.dumps form, no newline). */
 int mr_launch_rdma_json(const struct mr_hostfile *hf, struct mr_buf *out,
 			struct meshrun_err *err);
-
-/*
- * mpirun's hostfile: one "<ssh> slots=<count>" line per distinct host, in order
- * of first appearance (Python's Counter order).
- */
-int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out);
-
-/*
- * Split s into words as Python's shlex.split does (POSIX mode: quotes, backslash
- * escapes, no expansion); appended to out. An unclosed quote or a trailing
- * backslash is MESHRUN_E_USAGE naming s.
- */
-int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err);
-
-/*
- * mlx.launch's mpirun command line:
- *   mpirun --output :raw --hostfile HF [-cwd CWD] (-x K=V)... <mpi args split> -- cmd...
- * raw_output false leaves out "--output :raw", which Open MPI before 5 rejects.
- */
-int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
-		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
-		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err);
 
 #endif

@@ -181,6 +181,121 @@ int mr_launch_mpi_ssh_arg(const char *ssh_config, const char *known_hosts, bool 
 	return rc;
 }
 
+/* --- mpirun's hostfile and command line --- */
+
+int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out)
+{
+	for (size_t i = 0; i < hf->nhosts; i++) {
+		size_t n = 0;
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(hf->hosts[j].ssh, hf->hosts[i].ssh);
+		if (seen)
+			continue;
+		for (size_t j = i; j < hf->nhosts; j++)
+			n += !strcmp(hf->hosts[j].ssh, hf->hosts[i].ssh);
+		if (mr_buf_printf(out, "%s slots=%zu\n", hf->hosts[i].ssh, n) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err)
+{
+	struct mr_buf w = MR_BUF_INIT;
+	bool in_word = false;
+	char quote = 0;
+	int rc = 0;
+
+	for (const char *p = s;; p++) {
+		char c = *p;
+
+		if (quote == '\'') {
+			if (!c)
+				goto unclosed;
+			if (c == '\'')
+				quote = 0;
+			else if (mr_buf_putc(&w, c) < 0)
+				goto nomem;
+			continue;
+		}
+		if (quote == '"') {
+			if (!c)
+				goto unclosed;
+			if (c == '"') {
+				quote = 0;
+			} else if (c == '\\' && p[1] && strchr("\\\"$`\n", p[1])) {
+				if (mr_buf_putc(&w, *++p) < 0)
+					goto nomem;
+			} else if (mr_buf_putc(&w, c) < 0) {
+				goto nomem;
+			}
+			continue;
+		}
+		if (!c || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+			if (in_word) {
+				if (mr_strvec_push(out, mr_buf_cstr(&w)) < 0)
+					goto nomem;
+				mr_buf_reset(&w);
+				in_word = false;
+			}
+			if (!c)
+				break;
+			continue;
+		}
+		in_word = true;
+		if (c == '\'' || c == '"') {
+			quote = c;
+		} else if (c == '\\') {
+			if (!p[1]) {
+				rc = mr_err_set(err, MESHRUN_E_USAGE, "'%s': no character after the last backslash", s);
+				goto out;
+			}
+			if (mr_buf_putc(&w, *++p) < 0)
+				goto nomem;
+		} else if (mr_buf_putc(&w, c) < 0) {
+			goto nomem;
+		}
+	}
+	goto out;
+unclosed:
+	rc = mr_err_set(err, MESHRUN_E_USAGE, "'%s': no closing quotation", s);
+	goto out;
+nomem:
+	rc = nomem(err);
+out:
+	mr_buf_release(&w);
+	return rc;
+}
+
+int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
+		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
+		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err)
+{
+	int rc;
+
+	if (mr_strvec_push(out, mpirun) < 0 ||
+	    (raw_output && (mr_strvec_push(out, "--output") < 0 || mr_strvec_push(out, ":raw") < 0)) ||
+	    mr_strvec_push(out, "--hostfile") < 0 ||
+	    mr_strvec_push(out, hostfile_path) < 0)
+		return nomem(err);
+	if (cwd && (mr_strvec_push(out, "-cwd") < 0 || mr_strvec_push(out, cwd) < 0))
+		return nomem(err);
+	for (size_t i = 0; env && i < env->nr; i++)
+		if (mr_strvec_push(out, "-x") < 0 || mr_strvec_push(out, env->v[i]) < 0)
+			return nomem(err);
+	for (size_t i = 0; mpi_args && i < mpi_args->nr; i++) {
+		if ((rc = mr_launch_shlex_split(mpi_args->v[i], out, err)) < 0) {
+			mr_err_prefix(err, "--mpi-arg");
+			return rc;
+		}
+	}
+	if (mr_strvec_push(out, "--") < 0 || mr_strvec_pushv(out, cmd) < 0)
+		return nomem(err);
+	return 0;
+}
+
 /* --- running --- */
 
 struct xjob {

@@ -23,7 +23,7 @@
  *           variables in srun's own environment (--export=ALL passes them on;
  *           "--export=ALL,K=V" cannot carry a value that holds a comma). Local
  *           names (127.0.0.1, localhost, ::1) become this machine's hostname.
- *   mpirun: env.h's mr_launch_mpi_argv (the mpi backend's command line), with
+ *   mpirun: mr_launch_mpi_argv below (the mpi backend's command line), with
  *           "-x K=V" for every variable and a "host slots=N" hostfile.
  *
  * Files (the ring's MLX_HOSTFILE): srun and mpirun copy no files, so meshrun
@@ -139,6 +139,28 @@ const char *mr_launch_mpi_root_refusal(bool root, const char *version_out,
 int mr_launch_mpi_ssh_arg(const char *ssh_config, const char *known_hosts, bool accept_new,
 			  const struct mr_strvec *mpi_args, const char *env_value, struct mr_strvec *out,
 			  struct meshrun_err *err);
+
+/*
+ * mpirun's hostfile: one "<ssh> slots=<count>" line per distinct host, in order
+ * of first appearance (Python's Counter order).
+ */
+int mr_launch_mpi_hostfile(const struct mr_hostfile *hf, struct mr_buf *out);
+
+/*
+ * Split s into words as Python's shlex.split does (POSIX mode: quotes, backslash
+ * escapes, no expansion); appended to out. An unclosed quote or a trailing
+ * backslash is MESHRUN_E_USAGE naming s.
+ */
+int mr_launch_shlex_split(const char *s, struct mr_strvec *out, struct meshrun_err *err);
+
+/*
+ * mlx.launch's mpirun command line:
+ *   mpirun --output :raw --hostfile HF [-cwd CWD] (-x K=V)... <mpi args split> -- cmd...
+ * raw_output false leaves out "--output :raw", which Open MPI before 5 rejects.
+ */
+int mr_launch_mpi_argv(const char *mpirun, bool raw_output, const char *hostfile_path, const char *cwd,
+		       const struct mr_strvec *env, const struct mr_strvec *mpi_args,
+		       char *const *cmd, struct mr_strvec *out, struct meshrun_err *err);
 
 /* Run the job under srun/mpirun (plan->launcher); returns the exit code (launch.h). */
 int mr_launch_run_extern(const struct mr_launch_opts *o, struct mr_launch_plan *plan);

@@ -9,7 +9,7 @@
  * The module's files (this header maps them; calls go down the list only):
  *   main.c       the program: parse, plan, run, exit code
  *   run.c        one job from plan to exit code over the hal (mr_launch_run)
- *   plan.c       the job plan: hosts, backend, environment, command, token
+ *   plan.c       the job plan: hosts, their topology, backend, environment, command, token
  *   hosts.c      the address of a host given by name (mr_launch_host_addrs)
  *   extern.c     srun / mpirun as the launcher (extern.h)
  *   supervise.c  the poll loop over the ranks: output, stdin, signals (supervise.h)
@@ -77,6 +77,7 @@ struct mr_launch_opts {
 struct mr_launch_plan {
 	struct mr_hostfile *hf;      /* one host entry per rank (-n applied) */
 	enum mr_backend backend;
+	struct mr_launch_topo topo;  /* the hostfile's topology, asked once (env.h) */
 	enum mr_stdin_mode stdin_mode;
 	struct mr_strvec envs;       /* hostfile envs then --env, checked */
 	struct mr_strvec argv;       /* the command as it will run */
@@ -122,27 +123,11 @@ int mr_launch_host_addrs(struct mr_hostfile *hf, bool all_local, const char *ssh
 			 struct mr_buf *note, struct meshrun_err *err);
 
 /*
- * The check before launch, run on every remote host as
- *   /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME WD [NAME CONTENT]...
- * (POSIX sh; tests run it under bash, dash and zsh). Checks EXE (when not
- * empty) and CWD (when not empty), exit 3 with a line per problem on stderr;
- * when there are files, writes them into the job directory
- * ${TMPDIR:-/tmp}/DIRNAME: with WD "1" the host's watchdog makes and marks it
- * (mr_hal_makes_dirs), which the script waits for, about a second at most;
- * it makes it itself (mkdir -m 700) when it is not there then, and takes it
- * when it is ours and no link (mktemp -d when DIRNAME is empty); exit 4 if it
- * cannot, naming the file, and nothing of it is left. It prints two lines: the directory (or "-") and whether DEFCWD
- * (our own cwd) exists there (1 or 0). Before that it sweeps stale job
- * directories of ours in that TMPDIR (see mr_launch_dir_is_stale).
- */
-extern const char mr_launch_setup_script[];
-
-/*
  * Whether dir (a meshrun.* job directory) outlived its watchdog: ours, with a
  * watchdog mark (hal.h: MR_HAL_WATCHDOG_MARK) naming this host (uname -n) and
  * a pid that no longer exists. Without a mark, for another host or a live pid:
  * false (never a live job's directory). The all-local path sweeps with it;
- * mr_launch_setup_script applies the same rule on remote hosts.
+ * hal/sh.h's mr_hal_setup_script applies the same rule on remote hosts.
  */
 bool mr_launch_dir_is_stale(const char *dir);
 

@@ -270,9 +270,8 @@ static int need_rdma_matrix(const struct mr_launch_opts *o, const struct mr_laun
 
 	if (plan->backend != MR_BACKEND_JACCL && plan->backend != MR_BACKEND_JACCL_RING)
 		return 0;
-	for (size_t i = 0; i < plan->hf->nhosts; i++)
-		if (plan->hf->hosts[i].nrdma)
-			return 0;
+	if (plan->topo.any_rdma)
+		return 0;
 	if (!o->hostfile)
 		return mr_err_set(err, MESHRUN_E_USAGE,
 				  "--backend %s needs a hostfile with an rdma matrix (--hosts and -n give "
@@ -362,6 +361,9 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 		goto out_release;
 	}
 
+	/* the hostfile's topology, asked here once (mr_launch_host_addrs below adds
+	 * only "ips", which no question reads) */
+	mr_launch_topo_of(plan->hf, &plan->topo);
 	plan->all_local = true;
 	for (size_t i = 0; i < plan->hf->nhosts; i++)
 		plan->all_local &= mr_hal_host_is_local(plan->hf->hosts[i].ssh);
@@ -379,8 +381,7 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	plan->backend = (enum mr_backend)b;
 	/* a full mesh (meshconfig wrote "mesh_ips" on every host) runs the mesh,
 	 * every cable busy, unless --backend says ring */
-	if (!o->backend && plan->backend == MR_BACKEND_RING && plan->hf->nhosts > 1 &&
-	    mr_hostfile_check_mesh(plan->hf, NULL) == 0)
+	if (!o->backend && plan->backend == MR_BACKEND_RING && plan->topo.full_mesh)
 		plan->backend = MR_BACKEND_MESH;
 	if ((rc = need_rdma_matrix(o, plan, err)) < 0)
 		goto out_release;
@@ -436,6 +437,7 @@ int mr_launch_plan(const struct mr_launch_opts *o, struct mr_launch_plan *plan,
 	    (rc = mr_launch_host_addrs(plan->hf, plan->all_local, o->ssh.config, &plan->addr_note, err)) < 0)
 		goto out_release;
 	eo.backend = plan->backend;
+	eo.topo = &plan->topo;
 	eo.starting_port = o->starting_port;
 	eo.connections_per_ip = o->connections_per_ip;
 	eo.nccl_port = o->nccl_port;

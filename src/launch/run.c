@@ -9,6 +9,7 @@
 #include "launch/launch.h"
 #include "launch/hints.h"
 #include "launch/supervise.h"
+#include "hal/sh.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fdio.h"
@@ -27,64 +28,6 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-
-/* launch.h: run on every host as /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD ... */
-const char mr_launch_setup_script[] =
-	"exe=$1; cwd=$2; defcwd=$3; name=$4; wd=$5; shift 5; bad=0\n"
-	"if [ -n \"$exe\" ] && ! command -v \"$exe\" >/dev/null 2>&1; then\n"
-	"  echo \"command '$exe' not found\" >&2; bad=1; fi\n"
-	"if [ -n \"$cwd\" ] && ! [ -d \"$cwd\" ]; then\n"
-	"  echo \"working directory '$cwd' does not exist\" >&2; bad=1; fi\n"
-	"[ $bad = 0 ] || exit 3\n"
-	/* sweep: see stale_dir() (the same rule, for the all-local path) */
-	"me=; lp=; lv=\n"
-	"for o in \"${TMPDIR:-/tmp}\"/meshrun.*; do\n"
-	/* our own job's directory (its mark is there when WD is 1): no ps for it */
-	"  [ \"${o##*/}\" != \"$name\" ] && [ -O \"$o\" ] && ! [ -L \"$o\" ] && read -r oh op <\"$o/" MR_HAL_WATCHDOG_MARK "\" || continue\n"
-	"  [ -n \"$me\" ] || " MR_HAL_SH_HOSTNAME("me") "\n"
-	"  case $op in ''|*[!0-9]*) continue;; esac; [ \"$oh\" = \"$me\" ] || continue\n"
-	/* our names only (letters, digits, dots): a word each in $lv below */
-	"  case ${o##*/} in *[!A-Za-z0-9.]*) continue;; esac\n"
-	"  if kill -0 \"$op\" 2>/dev/null; then lp=\"$lp,$op\"; lv=\"$lv $op/${o##*/}\"; else rm -rf \"$o\"; fi\n"
-	"done 2>/dev/null\n"
-	/* live pids: one ps for all (BSD and procps take a list), a pid whose
-	 * command is no watchdog was reused; a killed watchdog can be a zombie
-	 * that init reaps between kill -0 and ps: no answer from ps keeps the
-	 * directory only while the pid still lives */
-	"if [ -n \"$lp\" ]; then a=$(ps -ww -o pid= -o args= -p \"${lp#,}\" 2>/dev/null) || a=\n"
-	"  for c in $lv; do op=${c%%/*}; w=\n"
-	"    while read -r p r; do [ \"$p\" = \"$op\" ] && w=\"x$r\"; done <<EOF\n"
-	"$a\n"
-	"EOF\n"
-	"    case $w in *meshrun-watchdog*) continue;; esac\n"
-	"    [ -n \"$w\" ] || ! kill -0 \"$op\" 2>/dev/null || continue\n"
-	"    rm -rf \"${TMPDIR:-/tmp}/${c#*/}\"\n"
-	"  done 2>/dev/null; fi\n"
-	"d=-\n"
-	"if [ $# -gt 0 ]; then\n"
-	/* the host's watchdog makes and marks it (an "M" name, hal.h; WD 1): so
-	 * that no file of ours lands in a directory a stopped host keeps unmarked,
-	 * wait for the mark (first 2 ms: the watchdog's mkdir is usually about to
-	 * end); after about a second (no watchdog there) make it here.
-	 * Taken if there (no exec of mkdir): ours, no link; also when our mkdir
-	 * fails because a watchdog slower than our wait made it meanwhile (a
-	 * loaded host); the last mkdir only says why not */
-	"  if [ -n \"$name\" ]; then d=${TMPDIR:-/tmp}/$name; i=0; s=0.002\n"
-	"    while [ \"$wd\" = 1 ] && ! [ -s \"$d/" MR_HAL_WATCHDOG_MARK "\" ] && [ $i -lt 100 ]; do\n"
-	"      sleep $s; s=0.01; i=$((i + 1)); done\n"
-	"    ours() { [ -d \"$d\" ] && [ -O \"$d\" ] && ! [ -L \"$d\" ]; }\n"
-	"    ours || mkdir -m 700 \"$d\" 2>/dev/null || ours || { mkdir -m 700 \"$d\"; exit 4; }\n"
-	"  else d=$(mktemp -d \"${TMPDIR:-/tmp}/meshrun.XXXXXX\") || exit 4; fi\n"
-	/* a failed write (a full disk) takes the directory with it: meshrun hears of none */
-	"  while [ $# -ge 2 ]; do printf '%s' \"$2\" >\"$d/$1\" ||\n"
-	"    { echo \"cannot write '$d/$1'\" >&2; rm -rf \"$d\"; exit 4; }; shift 2; done\n"
-	"fi\n"
-	"printf '%s\\n' \"$d\"\n"
-	"if [ -n \"$defcwd\" ] && [ -d \"$defcwd\" ]; then echo 1; else echo 0; fi\n";
-
-/* argv[7] and [8] of the setup command: /bin/sh -c SCRIPT meshrun-setup EXE CWD DEFCWD DIRNAME WD */
-#define SETUP_ARG_DIRNAME 7
-#define SETUP_ARG_WD 8
 
 struct job_host {
 	const char *name;
@@ -273,12 +216,8 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 			goto out;
 		guard_dir_name(j, &j->hosts[k]);
 	}
-	if (mr_strvec_push(&argv, MR_SH_PATH) < 0 || mr_strvec_push(&argv, "-c") < 0 ||
-	    mr_strvec_push(&argv, mr_launch_setup_script) < 0 || mr_strvec_push(&argv, "meshrun-setup") < 0 ||
-	    mr_strvec_push(&argv, j->o->verify_script ? j->plan->argv.v[0] : "") < 0 ||
-	    mr_strvec_push(&argv, j->o->verify_script && j->o->cwd ? j->o->cwd : "") < 0 ||
-	    mr_strvec_push(&argv, j->o->cwd ? "" : j->cwd) < 0 ||
-	    mr_strvec_push(&argv, "DIRNAME") < 0 || mr_strvec_push(&argv, "WD") < 0) {
+	if (mr_hal_setup_argv(&argv, j->o->verify_script ? j->plan->argv.v[0] : "",
+			      j->o->verify_script && j->o->cwd ? j->o->cwd : "", j->o->cwd ? "" : j->cwd) < 0) {
 		rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 		goto out;
 	}
@@ -297,8 +236,8 @@ static int prepare_hosts(struct job *j, struct meshrun_err *err)
 		char **a = &av[k * (argv.nr + 1)];
 
 		memcpy(a, argv.v, argv.nr * sizeof(*a));
-		a[SETUP_ARG_DIRNAME] = j->hosts[k].dir_name;
-		a[SETUP_ARG_WD] = j->hosts[k].wd_makes ? "1" : "0";
+		a[MR_HAL_SETUP_ARG_DIRNAME] = j->hosts[k].dir_name;
+		a[MR_HAL_SETUP_ARG_WD] = j->hosts[k].wd_makes ? "1" : "0";
 		cmds[k].host = names[k];
 		cmds[k].argv = a;
 		/* --timeout bounds the whole job, the checks before launch too */
@@ -395,7 +334,7 @@ static bool local_has_command(const char *cmd)
  * removed when the next job sets up here. No mark (a setup still under way, a
  * job without a watchdog, an older meshrun), another host's name (a TMPDIR
  * shared between machines) or a live pid: kept. The remote form is in
- * mr_launch_setup_script, which also checks with ps that a live pid is still a
+ * mr_hal_setup_script, which also checks with ps that a live pid is still a
  * meshrun-watchdog; here a live pid keeps the directory (no portable ps), so a
  * reused pid only delays the sweep.
  */
@@ -462,7 +401,7 @@ static void sweep_local(const char *tmp)
 }
 
 /*
- * The same checks and files as mr_launch_setup_script, done in this process when every
+ * The same checks and files as mr_hal_setup_script, done in this process when every
  * rank is local: three fork/execs fewer per job (sh, mktemp, rm).
  */
 static int prepare_local(struct job *j, struct meshrun_err *err)

@@ -154,6 +154,7 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 	switch (want) {
 	case MR_TOPO_BACKEND_AUTO:
 		if (!ch.has_ring && !ch.mesh) {
+			ch.missing = MR_TOPO_MISSING_CABLES;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
 					"neither a Thunderbolt mesh nor a ring: %s is not cabled to %s; %s; run with --dot to see the cabling",
 					c->hosts[ma].name, c->hosts[mb].name, ring_err.msg);
@@ -166,6 +167,7 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 		else if (ch.has_ring)
 			ch.backend = MR_TOPO_BACKEND_RING;
 		else {
+			ch.missing = MR_TOPO_MISSING_CABLES;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
 					"RDMA is not available and no ring was found: %s; %s; run with --dot to see the cabling",
 					mr_buf_cstr(&rdma_why), ring_err.msg);
@@ -174,6 +176,7 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 		break;
 	case MR_TOPO_BACKEND_RING:
 		if (!ch.has_ring) {
+			ch.missing = MR_TOPO_MISSING_CABLES;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
 					"backend ring: %s; run with --dot to see the cabling", ring_err.msg);
 			goto out;
@@ -182,12 +185,14 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 		break;
 	case MR_TOPO_BACKEND_JACCL:
 		if (!ch.mesh) {
+			ch.missing = MR_TOPO_MISSING_CABLES;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
 					"backend jaccl needs a full mesh: %s is not cabled to %s; run with --dot to see the cabling",
 					c->hosts[ma].name, c->hosts[mb].name);
 			goto out;
 		}
 		if (!ch.rdma) {
+			ch.missing = MR_TOPO_MISSING_RDMA;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "backend jaccl needs RDMA: %s",
 					mr_buf_cstr(&rdma_why));
 			goto out;
@@ -196,12 +201,14 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 		break;
 	case MR_TOPO_BACKEND_JACCL_RING:
 		if (!ch.has_ring) {
+			ch.missing = MR_TOPO_MISSING_CABLES;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND,
 					"backend jaccl-ring: %s; run with --dot to see the cabling",
 					ring_err.msg);
 			goto out;
 		}
 		if (!ch.rdma) {
+			ch.missing = MR_TOPO_MISSING_RDMA;
 			rc = mr_err_set(err, MESHRUN_E_NOTFOUND, "backend jaccl-ring needs RDMA: %s",
 					mr_buf_cstr(&rdma_why));
 			goto out;
@@ -218,6 +225,8 @@ int mr_topo_choose(const struct mr_topo_cluster *c, enum mr_topo_backend want,
 out_nomem:
 	rc = mr_err_set(err, MESHRUN_E_NOMEM, "out of memory");
 out:
+	if (rc < 0)
+		out->missing = ch.missing;
 	mr_buf_release(&why);
 	mr_buf_release(&rdma_why);
 	mr_topo_choice_release(&ch);

@@ -218,6 +218,13 @@ const char *mr_topo_backend_name(enum mr_topo_backend b);
 /* Parse those names; -1 for anything else. */
 int mr_topo_backend_parse(const char *s, enum mr_topo_backend *out);
 
+/* What the backend wanted lacks, when mr_topo_choose fails. */
+enum mr_topo_missing {
+	MR_TOPO_MISSING_NONE = 0, /* not the topology: bad input, out of memory */
+	MR_TOPO_MISSING_CABLES,   /* no mesh / no ring (its message says to run with --dot) */
+	MR_TOPO_MISSING_RDMA,     /* the cabling is there, RDMA is not */
+};
+
 struct mr_topo_choice {
 	enum mr_topo_backend backend;  /* never AUTO after success */
 	bool mesh;
@@ -226,7 +233,11 @@ struct mr_topo_choice {
 	bool rdma;                     /* every host can do RDMA over its cables */
 	struct mr_strvec no_rdma;      /* names of hosts without rdma_* devices */
 	struct mr_strvec tb4;          /* names of hosts with a cable at <= 40 Gb/s */
-	struct mr_strvec notes;        /* explanations (why not jaccl, why not mesh, ...) */
+	struct mr_strvec notes;        /* explanations, in this order, each only when its fact
+					* is false: why not a mesh (mesh), why no ring
+					* (has_ring), why no RDMA (rdma) */
+	enum mr_topo_missing missing;  /* why mr_topo_choose failed: set on failure too,
+					* the only field then */
 };
 void mr_topo_choice_release(struct mr_topo_choice *ch);
 

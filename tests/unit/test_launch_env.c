@@ -6,6 +6,7 @@
  */
 #include "common/compat.h"
 #include "launch/env.h"
+#include "launch/extern.h"
 #include "common/err.h"
 
 #include <setjmp.h>

@@ -504,11 +504,11 @@ static void test_launch_setup(void **state)
 	char *tmp = make_tmpdir("/tmp/mr-setup-test.XXXXXX");
 	char tmpenv[600];
 	char *env[] = { tmpenv, NULL };
-	char *ok_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+	char *ok_argv[] = { MR_SH_PATH, "-c", (char *)mr_hal_setup_script, "meshrun-setup",
 			    "sh", "", "/", "meshrun.setuptest", "0", "hosts.json", "[[\"a b\", 'c']]\n$X `y`", "empty", "", NULL };
-	char *bad_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+	char *bad_argv[] = { MR_SH_PATH, "-c", (char *)mr_hal_setup_script, "meshrun-setup",
 			     "no-such-command-mr", "/no/such dir", "", "", "0", NULL };
-	char *nowrite_argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+	char *nowrite_argv[] = { MR_SH_PATH, "-c", (char *)mr_hal_setup_script, "meshrun-setup",
 				 "sh", "", "/", "", "0", "hosts.json", "x", "no/such", "y", NULL };
 	struct mr_buf ok = MR_BUF_INIT, bad = MR_BUF_INIT, nowrite = MR_BUF_INIT;
 
@@ -723,9 +723,9 @@ static int wait_status(pid_t pid)
  */
 static void test_launch_setup_waits(void **state)
 {
-	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_hal_setup_script, "meshrun-setup",
 			 "", "", "/", "meshrun.waits", "1", "hosts.json", "[]", NULL };
-	char *argv_late[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+	char *argv_late[] = { MR_SH_PATH, "-c", (char *)mr_hal_setup_script, "meshrun-setup",
 			      "", "", "/", "meshrun.waits", "0", "hosts.json", "[]", NULL };
 	/* a mkdir that loses the race: the directory is made just before it runs */
 	static const char late_mkdir[] = "#!/bin/sh\n/bin/mkdir \"$@\" 2>/dev/null\nexec /bin/mkdir \"$@\"\n";
@@ -956,7 +956,7 @@ static void test_launch_sweep(void **state)
 	char *tmp = make_tmpdir("/tmp/mr-sweep-test.XXXXXX");
 	char tmpenv[600], path[700], other[400], reused[400];
 	char *env[] = { tmpenv, NULL };
-	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_launch_setup_script, "meshrun-setup",
+	char *argv[] = { MR_SH_PATH, "-c", (char *)mr_hal_setup_script, "meshrun-setup",
 			 "", "", "/", "meshrun.newjob", "0", "hostfile.json", "[]", NULL };
 	struct mr_buf cmd = MR_BUF_INIT, spare = MR_BUF_INIT, in = MR_BUF_INIT;
 	const char *token = "MESHRUN-GO-sweep";
