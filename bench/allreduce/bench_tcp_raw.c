@@ -31,7 +31,7 @@
 #include "common/compat.h"
 #include "bench_common.h"
 #include "coll/env.h"
-#include "coll/tcpmesh.h"
+#include "coll/mesh/tcpmesh.h"
 #include "common/fdio.h"
 #include "common/num.h"
 #include "common/opt.h"

@@ -15,16 +15,19 @@
  *   group.c      the public API (meshrun_*): argument checks, backend choice
  *   dtype.c      element types and reductions (dtype.h)
  *   env.c        the environment libmeshrun reads (env.h; names: common/envmap.h)
- *   wire.c       hello and frame encoding on the ring's connections (wire.h)
- *   conn.c       connection setup of the TCP backends: listen, connect, hellos (conn.h)
- *   ring*.c      the ring backend over TCP (ring_impl.h maps them)
- *   tcpmesh*.c   the mesh backend over TCP, every cable at once (tcpmesh.h); its
- *                control plane is the ring's (ring_p2p.c) with a lane per peer
- *   mesh_plan.c  the mesh schedule shared by tcpmesh.c and jaccl.c (mesh_plan.h)
+ *   tcp/         the TCP engine both TCP backends run on (tcp/tcp.h maps its
+ *                files): connections (conn.h), wire format (wire.h), control
+ *                plane and progress thread, stall watch, I/O, the ring schedule
+ *   ring/        the ring backend over the engine (ring/ring.c; ring_conn.h)
+ *   ring_plan.c  the ring schedule's layout (ring.h), pure arithmetic
+ *   mesh/        the mesh backend over the engine, every cable at once
+ *                (mesh/tcpmesh.h); it falls back to the engine's ring schedule
+ *   mesh_plan.c  the mesh schedule shared by mesh/tcpmesh.c and jaccl.c (mesh_plan.h)
  *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl.h)
  *   nccl.c       the nccl backend; nccl_boot.c its id exchange (nccl_boot.h)
  *   mpi.c        the mpi backend over a dlopen'ed libmpi (mpi_abi.h)
- * Backends call down into env.c, wire.c and dtype.c, never into each other.
+ * Backends call down into env.c, dtype.c, the plans and the TCP engine
+ * (coll/tcp/tcp.h, its conn.h and wire.h), never into each other.
  */
 #ifndef MR_COLL_COLL_H
 #define MR_COLL_COLL_H
@@ -62,8 +65,8 @@ struct meshrun_group {
 	void *impl;                    /* the backend's state */
 };
 
-extern const struct mr_coll_ops mr_coll_ring_ops;
-extern const struct mr_coll_ops mr_coll_mesh_ops;  /* tcpmesh.c */
+extern const struct mr_coll_ops mr_coll_ring_ops;  /* ring/ring.c */
+extern const struct mr_coll_ops mr_coll_mesh_ops;  /* mesh/tcpmesh.c */
 extern const struct mr_coll_ops mr_coll_jaccl_ops; /* jaccl.c, or jaccl_stub.c without libibverbs */
 extern const struct mr_coll_ops mr_coll_mpi_ops;  /* mpi.c */
 extern const struct mr_coll_ops mr_coll_nccl_ops; /* nccl.c */

@@ -32,7 +32,7 @@
 #define MR_COLL_JACCL_H
 
 #include "common/compat.h"
-#include "coll/wire.h"
+#include "coll/tcp/wire.h"
 #include "meshrun/err.h"
 
 #include <pthread.h>

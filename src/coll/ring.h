@@ -21,8 +21,8 @@
  * bits. Empty packets (count < size, uneven tails) are skipped by both sides.
  *
  * Small all-reduces (mr_ring_small_limit, below) do not use this layout:
- * ring.c gathers every rank's buffer both ways round the ring (ceil((n-1)/2)
- * hops instead of 2(n-1)) and reduces the copies locally in rank order, the
+ * coll/tcp/ring_sched.c gathers every rank's buffer both ways round the ring
+ * (ceil((n-1)/2) hops instead of 2(n-1)) and reduces the copies locally in rank order, the
  * same order on every rank; on exactly 4 ranks, whose recursive-doubling
  * pairs (0-1, 2-3, then 0-3, 1-2) are all ring neighbours, it swaps buffers
  * twice instead (two hops, two messages per rank rather than three).
@@ -65,13 +65,13 @@
  * ring's time at 512K, 1M, 2M, 4M and 16M. Packets of 512K instead of 128K
  * made no difference (1M, 4M, 16M within 3%); of 64K, 1.1-1.3x slower.
  */
-/* The most a receiver waits for before poll() wakes it (SO_RCVLOWAT, ring.c):
- * a packet or this much of it. */
+/* The most a receiver waits for before poll() wakes it (SO_RCVLOWAT,
+ * tcp/ring_sched.c): a packet or this much of it. */
 #define MR_RING_LOWAT_MAX (512u << 10)
 #define MR_RING_MAX_CHAN 128 /* channels per collective, whatever nconn is */
 /*
- * All-reduces that skip the layout (ring.c, mr_ring_small_limit): at most
- * MR_RING_SMALL_BYTES, or as long as a rank receives at most
+ * All-reduces that skip the layout (tcp/ring_sched.c, mr_ring_small_limit): at
+ * most MR_RING_SMALL_BYTES, or as long as a rank receives at most
  * MR_RING_SMALL_RECV in all (n-1 buffers gathered), or at most
  * MR_RING_SMALL_FOUR on 4 ranks (two swaps). Measured on loopback, 2 cores:
  * gathering beat the ring up to 256K on 2 ranks, 128K on 3, 64K on 5, and the

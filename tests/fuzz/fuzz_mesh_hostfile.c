@@ -1,11 +1,11 @@
 /*
  * fuzz_mesh_hostfile.c - the address matrix the mesh backend reads
- * (MESHRUN_MESH_HOSTFILE, coll/tcpmesh_cfg.c): a parsed matrix has a null
+ * (MESHRUN_MESH_HOSTFILE, coll/mesh/tcpmesh_cfg.c): a parsed matrix has a null
  * diagonal, 1..MR_MESH_MAX_CABLES addresses per other cell, and the same
  * count of cables at both ends.
  */
 #include "fuzz.h"
-#include "coll/tcpmesh.h"
+#include "coll/mesh/tcpmesh.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,13 +1,13 @@
 /*
  * fuzz_ring_wire.c - what a ring rank reads from a connection to its
- * listening port before and after authentication (coll/wire.c): the hello,
+ * listening port before and after authentication (coll/tcp/wire.c): the hello,
  * fed in the pieces ring_conn.c's read_hello() asks for, checked as the
  * accepting side checks it, then control-lane frame headers.
  * Input: 4 bytes (group size, nconn, the rank expected), the hello stream,
  * then 24-byte frame headers.
  */
 #include "fuzz.h"
-#include "coll/wire.h"
+#include "coll/tcp/wire.h"
 
 static const char token[] = "0123456789abcdef0123456789abcdef";
 

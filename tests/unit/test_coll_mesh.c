@@ -1,8 +1,8 @@
 /* Unit tests for the mesh: the shared schedule (src/coll/mesh_plan.c) and the
- * TCP mesh's address matrix (src/coll/tcpmesh_cfg.c). */
+ * TCP mesh's address matrix (src/coll/mesh/tcpmesh_cfg.c). */
 #include "common/compat.h"
 #include "coll/mesh_plan.h"
-#include "coll/tcpmesh.h"
+#include "coll/mesh/tcpmesh.h"
 
 #include <setjmp.h>
 #include <cmocka.h>

@@ -1,12 +1,13 @@
 /*
- * Unit tests for src/coll/ring_conn.c: mr_ring_connect_all() on loopback with one
+ * Unit tests for src/coll/ring/ring_conn.c: mr_ring_connect_all() on loopback with one
  * thread per rank: every lane joins the right neighbour, strays and foreign jobs
  * are refused without ending setup, a wrong answer at the neighbour's address and
  * an absent neighbour fail naming it.
  */
 #include "common/compat.h"
-#include "coll/ring_impl.h"
-#include "coll/wire.h"
+#include "coll/ring/ring_conn.h"
+#include "coll/tcp/tcp.h"
+#include "coll/tcp/wire.h"
 #include "common/fdio.h"
 #include "common/timeutil.h"
 
@@ -83,7 +84,7 @@ static int free_port(const char *ip, const int *taken, int ntaken)
 struct job {
 	int size, nconn;
 	struct mr_ring_addr addrs[MAXR * MAXC];
-	struct mr_ring r[MAXR];
+	struct mr_tcp r[MAXR];
 	int left[MAXR][MAXC], right[MAXR][MAXC];
 	int rc[MAXR];
 	struct meshrun_err err[MAXR];
@@ -114,7 +115,7 @@ static void job_init(struct job *j, int size, int nconn, int64_t timeout_ms)
 		assert_int_equal(mr_ring_parse_addr(text, &j->addrs[k], &err), 0);
 	}
 	for (int k = 0; k < size; k++) {
-		struct mr_ring *r = &j->r[k];
+		struct mr_tcp *r = &j->r[k];
 
 		r->rank = k;
 		r->size = size;
@@ -129,7 +130,7 @@ static void job_init(struct job *j, int size, int nconn, int64_t timeout_ms)
 		r->right = j->right[k];
 		for (int c = 0; c < nconn; c++)
 			r->left[c] = r->right[c] = -1;
-		assert_int_equal(mr_ring_lanes_alloc(r, 2, &err), 0);
+		assert_int_equal(mr_tcp_lanes_alloc(r, 2, &err), 0);
 		j->err[k] = (struct meshrun_err)MESHRUN_ERR_INIT;
 	}
 }

@@ -1,6 +1,6 @@
-/* Unit tests for src/coll/wire.c: the ring's hello and control frames, fed byte by byte and broken. */
+/* Unit tests for src/coll/tcp/wire.c: the ring's hello and control frames, fed byte by byte and broken. */
 #include "common/compat.h"
-#include "coll/wire.h"
+#include "coll/tcp/wire.h"
 
 #include <setjmp.h>
 #include <cmocka.h>

@@ -2,7 +2,7 @@
 #include "common/compat.h"
 #include "coll/jaccl.h"
 #include "coll/le.h"
-#include "coll/wire.h"
+#include "coll/tcp/wire.h"
 #include "common/err.h"
 #include "common/timeutil.h"
 

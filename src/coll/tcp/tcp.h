@@ -1,39 +1,50 @@
 /*
- * ring_impl.h - state shared by the ring backend's files (not a public contract).
+ * tcp.h - the TCP engine both TCP backends run on: the ring (coll/ring/) and
+ * the mesh (coll/mesh/) include this header and never each other's (not a
+ * public contract).
  *
- *   ring.c       the ops: init/release, the collectives on the data connections
- *   ring_plan.c  the layout of an all-reduce (blocks, slices, packets; ring.h)
- *   ring_conn.c  connection setup: listen, connect, accept, hello exchange
- *   ring_p2p.c   the progress thread: control lanes, point-to-point, aborts
- *   ring_io.c    the bottom: log line, peer address text, non-blocking send
- *   ring_watch.c the data connections' stall check in whole units (ring and mesh)
+ *   conn.c       connection setup: listen, connect, accept, hello exchange (conn.h)
+ *   wire.c       the hello and the control-lane frames (wire.h)
+ *   ctl.c        the control plane's init (its environment, the pipes) and release
+ *   p2p.c        the progress thread: control lanes, point-to-point, aborts
+ *   ring_sched.c the ring schedule on left/right: the ring backend's collectives
+ *                and the all-reduce the mesh falls back to (layout: coll/ring.h)
+ *   watch.c      the data connections' stall check in whole units (ring and mesh)
+ *   io.c         the bottom: log line, peer address text, socket tuning,
+ *                non-blocking send
  *
- * The mesh backend (tcpmesh.c) reuses this state for its control plane:
- * direct lanes, one per peer, carry its heartbeats, messages and aborts.
+ * A backend owns a struct mr_tcp (the mesh embeds one as its control plane):
+ * lanes in ring order (two, MR_LANE_LEFT/MR_LANE_RIGHT, peers beyond them
+ * reached by forwarding) or, with `direct` set, one per peer (the mesh).
+ * The backend makes its own data connections (over conn.h) and fills
+ * left/right where it runs the ring schedule.
  *
- * Calls go down: ring.c -> ring_conn.c / ring_p2p.c -> ring_io.c.
+ * Calls go down: backend -> ring_sched.c / p2p.c / watch.c -> io.c.
  *
  * Threads: the caller's thread runs the collectives on the data connections
- * (left[i], right[i]); one progress thread owns the two control lanes (to the
- * left and right neighbour): heartbeats, point-to-point messages (delivered
- * or forwarded), and abort notices. mu guards everything below it. When the
- * group fails, `failed` is set once, ferr keeps the first message, fail_pipe
- * becomes readable (so a caller waiting in poll wakes up) and an abort notice
- * is flooded around the ring so that every rank names the same culprit.
+ * (left[i], right[i]); one progress thread owns the control lanes (the two
+ * to the left and right neighbour, or one per peer): heartbeats,
+ * point-to-point messages (delivered or forwarded), and abort notices. mu
+ * guards everything below it. When the group fails, `failed` is set once,
+ * ferr keeps the first message, fail_pipe becomes readable (so a caller
+ * waiting in poll wakes up) and an abort notice is flooded on the lanes so
+ * that every rank names the same culprit.
  */
-#ifndef MR_COLL_RING_IMPL_H
-#define MR_COLL_RING_IMPL_H
+#ifndef MR_COLL_TCP_TCP_H
+#define MR_COLL_TCP_TCP_H
 
 #include "common/compat.h"
 #include "coll/dtype.h"
 #include "coll/env.h"
-#include "coll/wire.h"
+#include "coll/tcp/wire.h"
 #include "meshrun/err.h"
 
 #include <pthread.h>
 
-#define MR_RING_CC_MAX 16 /* TCP_CA_NAME_MAX */
-#define MR_RING_CC_DEFAULT "reno"
+struct mr_ring_layout; /* coll/ring.h */
+
+#define MR_TCP_CC_MAX 16 /* TCP_CA_NAME_MAX */
+#define MR_TCP_CC_DEFAULT "reno"
 
 struct mr_frame {
 	struct mr_frame *next;
@@ -61,9 +72,9 @@ struct mr_lane {
 	int peer;
 	bool dead;                 /* no more I/O on it */
 	bool closed;               /* the peer closed it (EOF or reset): not a fault by itself */
-	bool degraded;             /* ring_watch.c warned: data from the peer trickles */
-	bool lossy_warned;         /* ring_watch.c warned: TCP retransmits to the peer */
-	/* ring_watch.c, the sending side: TCP's counts per data socket to the
+	bool degraded;             /* watch.c warned: data from the peer trickles */
+	bool lossy_warned;         /* watch.c warned: TCP retransmits to the peer */
+	/* watch.c, the sending side: TCP's counts per data socket to the
 	 * peer at its last sample (kept across collectives; a lane has more
 	 * sockets than this only on a 2-rank ring of many connections, whose
 	 * others share the same cable and go unwatched) */
@@ -88,14 +99,14 @@ struct mr_lane {
 	bool in_payload;
 };
 
-struct mr_ring {
+struct mr_tcp {
 	const char *who;           /* "ring", or "mesh" for the mesh's control plane */
 	int rank, size, nconn;
 	bool verbose;
 	int64_t timeout_ms;
 	char token[MR_TOKEN_MAX];
 	size_t token_len;
-	char tcp_cc[MR_RING_CC_MAX];  /* data connections' congestion control; "" = system's */
+	char tcp_cc[MR_TCP_CC_MAX];   /* data connections' congestion control; "" = system's */
 	int sndbuf;                /* data connections' SO_SNDBUF; 0 = kernel autotuning */
 	struct mr_ring_hosts hosts;
 	int *left, *right;         /* nconn data connections each */
@@ -114,7 +125,7 @@ struct mr_ring {
 	bool abort_done;           /* flooded (or lanes dead) */
 	struct meshrun_err ferr;
 	/* control lanes: the ring's two (MR_LANE_LEFT, MR_LANE_RIGHT), or with
-	 * direct set (the mesh, tcpmesh.c) one per peer, lane[mr_ring_lane_of(p)] */
+	 * direct set (the mesh, mesh/tcpmesh.c) one per peer, lane[mr_tcp_lane_of(p)] */
 	struct mr_lane *lane;
 	int nlanes;
 	bool direct;
@@ -122,68 +133,71 @@ struct mr_ring {
 };
 
 /*
- * ring.c: the control plane's part of init, shared with the mesh: mutex, pipes
+ * ctl.c: the control plane's part of init, for both backends: mutex, pipes
  * at -1, and the environment (MLX_RING_VERBOSE, MESHRUN_TIMEOUT, the job token,
  * MESHRUN_RING_TCP_CC, MESHRUN_RING_SNDBUF); then the pipes. Release stops the
  * progress thread and closes the lanes, the pipes and frees hosts (the
  * caller's data connections are its own).
  */
-int mr_ring_ctl_init(struct mr_ring *r, const char *who, struct meshrun_err *err);
-int mr_ring_ctl_pipes(struct mr_ring *r, struct meshrun_err *err);
-void mr_ring_ctl_release(struct mr_ring *r);
+int mr_tcp_ctl_init(struct mr_tcp *r, const char *who, struct meshrun_err *err);
+int mr_tcp_ctl_pipes(struct mr_tcp *r, struct meshrun_err *err);
+void mr_tcp_ctl_release(struct mr_tcp *r);
 
 /*
- * ring.c: the ring all-reduce over r's data connections (left/right, nconn
+ * ring_sched.c: the ring all-reduce over r's data connections (left/right, nconn
  * each, size >= 3 or a ring's own pair), scratch r->tmp of
- * mr_ring_tmp_bytes(r); also run by the mesh over its connections to its two
- * ring neighbours when that schedule is the faster (tcpmesh.c).
+ * mr_tcp_ring_tmp_bytes(r); also run by the mesh over its connections to its two
+ * ring neighbours when that schedule is the faster (mesh/tcpmesh.c).
  */
-int mr_ring_all_reduce(struct mr_ring *r, void *buf, size_t count, enum meshrun_dtype dt,
-		       enum mr_op op, struct meshrun_err *err);
-size_t mr_ring_tmp_bytes(const struct mr_ring *r);
+int mr_tcp_ring_all_reduce(struct mr_tcp *r, void *buf, size_t count, enum meshrun_dtype dt,
+			   enum mr_op op, struct meshrun_err *err);
+size_t mr_tcp_ring_tmp_bytes(const struct mr_tcp *r);
+/* ring_sched.c: steps [s0, s0+nsteps) of layout l (coll/ring.h) over buf, on
+ * all its channels: the ring backend's reduce-scatter (reduce) and all-gather. */
+int mr_tcp_ring_run(struct mr_tcp *r, unsigned char *buf, const struct mr_ring_layout *l,
+		    size_t esz, enum meshrun_dtype dt, enum mr_op op, bool reduce, int s0,
+		    int nsteps, struct meshrun_err *err);
 
-/* ring_io.c: "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
-const char *mr_ring_peer_addr(const struct mr_ring *r, int rank);
-void mr_ring_log(const struct mr_ring *r, const char *fmt, ...) MR_PRINTF(2, 3);
+/* io.c: "rank 2 (127.0.0.1:5002)" text helper: the rank's first listen address. */
+const char *mr_tcp_peer_addr(const struct mr_tcp *r, int rank);
+void mr_tcp_log(const struct mr_tcp *r, const char *fmt, ...) MR_PRINTF(2, 3);
 
-/* Connection setup (ring_conn.c, over coll/conn.c): fills left/right and the two lane fds. */
-int mr_ring_connect_all(struct mr_ring *r, struct meshrun_err *err);
-/* Nodelay, congestion control, send buffer, user timeout (data: the first two
- * only for data connections); also used by the mesh. */
-void mr_ring_tune_socket(const struct mr_ring *r, int fd, bool data);
-/* Verbose: log what a data connection got (congestion control, buffer). */
-void mr_ring_log_tuning(const struct mr_ring *r, int fd);
-/* Allocate nlanes control lanes (fds -1); 0 or MESHRUN_E_NOMEM. */
-int mr_ring_lanes_alloc(struct mr_ring *r, int nlanes, struct meshrun_err *err);
+/* io.c: nodelay, congestion control, send buffer, user timeout (data: the
+ * first two only for data connections), on the ring's and the mesh's sockets. */
+void mr_tcp_tune_socket(const struct mr_tcp *r, int fd, bool data);
+/* io.c, verbose: log what a data connection got (congestion control, buffer). */
+void mr_tcp_log_tuning(const struct mr_tcp *r, int fd);
+/* p2p.c: allocate nlanes control lanes (fds -1); 0 or MESHRUN_E_NOMEM. */
+int mr_tcp_lanes_alloc(struct mr_tcp *r, int nlanes, struct meshrun_err *err);
 /* Direct lanes: the lane index of peer p (p != rank). */
-static inline int mr_ring_lane_of(const struct mr_ring *r, int p)
+static inline int mr_tcp_lane_of(const struct mr_tcp *r, int p)
 {
 	return p < r->rank ? p : p - 1;
 }
 
-/* Progress thread (ring_p2p.c). */
-int mr_ring_p2p_start(struct mr_ring *r, struct meshrun_err *err);
-void mr_ring_p2p_stop(struct mr_ring *r);
-int mr_ring_p2p_send(struct mr_ring *r, const void *buf, size_t len, int dst,
-		     struct meshrun_err *err);
-int mr_ring_p2p_recv(struct mr_ring *r, void *buf, size_t len, int src,
-		     struct meshrun_err *err);
+/* Progress thread (p2p.c). */
+int mr_tcp_p2p_start(struct mr_tcp *r, struct meshrun_err *err);
+void mr_tcp_p2p_stop(struct mr_tcp *r);
+int mr_tcp_p2p_send(struct mr_tcp *r, const void *buf, size_t len, int dst,
+		    struct meshrun_err *err);
+int mr_tcp_p2p_recv(struct mr_tcp *r, void *buf, size_t len, int src,
+		    struct meshrun_err *err);
 /* Mark the group failed with msg (unless it already is), flood the abort and
  * wait (bounded) until the notice left; copy the group's message into err. */
-int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ...)
+int mr_tcp_fail(struct mr_tcp *r, struct meshrun_err *err, const char *fmt, ...)
 	MR_PRINTF(3, 4);
 /* If failed, copy the message to err and return MESHRUN_E_PEER; else 0. */
-int mr_ring_check_failed(struct mr_ring *r, struct meshrun_err *err);
-/* ring_io.c: non-blocking send that never raises SIGPIPE, retrying on EINTR; -1/errno like send(2). */
-ssize_t mr_ring_send_some(int fd, const void *buf, size_t len);
+int mr_tcp_check_failed(struct mr_tcp *r, struct meshrun_err *err);
+/* io.c: non-blocking send that never raises SIGPIPE, retrying on EINTR; -1/errno like send(2). */
+ssize_t mr_tcp_send_some(int fd, const void *buf, size_t len);
 
 
 /*
- * ring_watch.c: the stall check of a receive stream on a data connection, in
+ * watch.c: the stall check of a receive stream on a data connection, in
  * units (a packet, a chunk) that the sender pushes whole: one begun and not
  * complete after mr_rxwatch_warn_ms() warns once per peer on stderr ("the link
  * from rank P (addr) is degraded"), after MESHRUN_TIMEOUT fails the group
- * naming the peer, unless the peer's lane is silent too (ring_p2p.c's check).
+ * naming the peer, unless the peer's lane is silent too (p2p.c's check).
  */
 #define MR_RXWATCH_WARN_MS 2000
 struct mr_rxwatch {
@@ -204,12 +218,12 @@ struct mr_rxwatch {
 #define MR_TXWATCH_TICK_MS 250
 #define MR_TXWATCH_EVAL_MS 1000
 #define MR_TXWATCH_MIN_BYTES (64u << 10)
-int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct meshrun_err *err);
-int64_t mr_rxwatch_warn_ms(const struct mr_ring *r);
+int mr_txwatch_check(struct mr_tcp *r, int fd, int peer, int64_t now, struct meshrun_err *err);
+int64_t mr_rxwatch_warn_ms(const struct mr_tcp *r);
 /* From a collective's poll loop after each wakeup, per receive stream: unit =
  * index of the unit being received, got = its bytes in, len = its size, peer =
  * the sender. 0, or <0 after failing the group (err set). */
-int mr_rxwatch_check(struct mr_ring *r, struct mr_rxwatch *w, int peer, size_t unit,
+int mr_rxwatch_check(struct mr_tcp *r, struct mr_rxwatch *w, int peer, size_t unit,
 		     size_t got, size_t len, int64_t now, struct meshrun_err *err);
 
 #endif

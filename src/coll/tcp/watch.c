@@ -1,12 +1,12 @@
 /*
- * ring_watch.c - the data connections' stall check, shared by the ring (ring.c)
- * and the mesh (tcpmesh.c): progress counted in whole units (a ring packet, a
- * mesh chunk), not in bytes (ring_impl.h, struct mr_rxwatch).
+ * watch.c - the data connections' stall check, shared by the ring schedule
+ * (ring_sched.c) and the mesh (mesh/tcpmesh.c): progress counted in whole
+ * units (a ring packet, a mesh chunk), not in bytes (tcp.h, struct mr_rxwatch).
  *
  * Why units: under heavy packet loss (10-30% on a cable, or a flapping one) TCP
  * still delivers a segment now and then, and the control lanes' heartbeats,
  * small and retransmitted, keep arriving: the lanes' check ("no byte for
- * MESHRUN_TIMEOUT", ring_p2p.c) never fires and the job ended only at
+ * MESHRUN_TIMEOUT", p2p.c) never fires and the job ended only at
  * meshrun's --timeout, naming nothing. A sender pushes a unit whole as soon as
  * it has it, so once a unit's first byte has arrived its rest is only the
  * link's business; a peer that has not entered the collective yet (busy
@@ -40,24 +40,24 @@
  * two, long before MESHRUN_TIMEOUT.
  */
 #include "common/compat.h"
-#include "coll/ring_impl.h"
+#include "coll/tcp/tcp.h"
 #include "common/port.h"
 #include "common/timeutil.h"
 
 /* Lane whose heartbeats say whether peer is alive (ring: left or right). */
-static struct mr_lane *lane_of_peer(struct mr_ring *r, int peer)
+static struct mr_lane *lane_of_peer(struct mr_tcp *r, int peer)
 {
 	if (r->direct)
-		return &r->lane[mr_ring_lane_of(r, peer)];
+		return &r->lane[mr_tcp_lane_of(r, peer)];
 	return &r->lane[peer == (r->rank + 1) % r->size ? MR_LANE_RIGHT : MR_LANE_LEFT];
 }
 
-int64_t mr_rxwatch_warn_ms(const struct mr_ring *r)
+int64_t mr_rxwatch_warn_ms(const struct mr_tcp *r)
 {
 	return MR_MIN(r->timeout_ms / 4, (int64_t)MR_RXWATCH_WARN_MS);
 }
 
-int mr_rxwatch_check(struct mr_ring *r, struct mr_rxwatch *w, int peer, size_t unit,
+int mr_rxwatch_check(struct mr_tcp *r, struct mr_rxwatch *w, int peer, size_t unit,
 		     size_t got, size_t len, int64_t now, struct meshrun_err *err)
 {
 	struct mr_lane *ln;
@@ -87,12 +87,12 @@ int mr_rxwatch_check(struct mr_ring *r, struct mr_rxwatch *w, int peer, size_t u
 	if (!ln->degraded) {
 		ln->degraded = true;
 		fprintf(stderr, "%s: rank %d: warning: the link from rank %d (%s) to rank %d is degraded: %zu of %zu bytes of a packet came in %lld ms (packet loss? MESHRUN_TIMEOUT is %lld ms)\n",
-			r->who, r->rank, peer, mr_ring_peer_addr(r, peer), r->rank, got, len, (long long)age, (long long)r->timeout_ms);
+			r->who, r->rank, peer, mr_tcp_peer_addr(r, peer), r->rank, got, len, (long long)age, (long long)r->timeout_ms);
 	}
 	pthread_mutex_unlock(&r->mu);
 	if (age < r->timeout_ms)
 		return 0;
-	return mr_ring_fail(r, err, "rank %d (%s): the data link to rank %d stalls: %zu of %zu bytes of a packet came in %lld ms while its heartbeats still arrive (packet loss or a flapping link; MESHRUN_TIMEOUT)", peer, mr_ring_peer_addr(r, peer), r->rank, got, len, (long long)age);
+	return mr_tcp_fail(r, err, "rank %d (%s): the data link to rank %d stalls: %zu of %zu bytes of a packet came in %lld ms while its heartbeats still arrive (packet loss or a flapping link; MESHRUN_TIMEOUT)", peer, mr_tcp_peer_addr(r, peer), r->rank, got, len, (long long)age);
 }
 
 /* The socket's slot in the lane (a free one the first time); NULL when full. */
@@ -112,16 +112,16 @@ static struct mr_txsock *txsock_of(struct mr_lane *ln, int fd)
 }
 
 /* Once per peer, with r->mu held: the link to it loses packets. */
-static void txwatch_warn(struct mr_ring *r, struct mr_lane *ln, int peer, uint64_t re, uint64_t sent)
+static void txwatch_warn(struct mr_tcp *r, struct mr_lane *ln, int peer, uint64_t re, uint64_t sent)
 {
 	if (ln->lossy_warned)
 		return;
 	ln->lossy_warned = true;
 	fprintf(stderr, "%s: rank %d: warning: the link from rank %d to rank %d (%s) is degraded: TCP retransmitted %llu of %llu bytes sent (packet loss? MESHRUN_TIMEOUT is %lld ms)\n",
-		r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (unsigned long long)re, (unsigned long long)sent, (long long)r->timeout_ms);
+		r->who, r->rank, r->rank, peer, mr_tcp_peer_addr(r, peer), (unsigned long long)re, (unsigned long long)sent, (long long)r->timeout_ms);
 }
 
-int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct meshrun_err *err)
+int mr_txwatch_check(struct mr_tcp *r, int fd, int peer, int64_t now, struct meshrun_err *err)
 {
 	struct mr_lane *ln = lane_of_peer(r, peer);
 	struct mr_txsock *w = txsock_of(ln, fd);
@@ -146,13 +146,13 @@ int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct me
 	 * receiver, whose check sees nothing). A stopped or busy peer still
 	 * acknowledges (its kernel does) until its window closes, and then
 	 * nothing is in flight. A warning: TCP_USER_TIMEOUT ends a link that
-	 * stays so (ring_conn.c) */
+	 * stays so (io.c) */
 	if (t.in_flight && t.ack_age_ms >= mr_rxwatch_warn_ms(r) && !ln->lossy_warned) {
 		pthread_mutex_lock(&r->mu);
 		if (!ln->lossy_warned && !r->failed) {
 			ln->lossy_warned = true;
 			fprintf(stderr, "%s: rank %d: warning: the link from rank %d to rank %d (%s) is degraded: no acknowledgement for %lld ms with %u segments in flight (packet loss or a flapping link? MESHRUN_TIMEOUT is %lld ms)\n",
-				r->who, r->rank, r->rank, peer, mr_ring_peer_addr(r, peer), (long long)t.ack_age_ms, t.in_flight, (long long)r->timeout_ms);
+				r->who, r->rank, r->rank, peer, mr_tcp_peer_addr(r, peer), (long long)t.ack_age_ms, t.in_flight, (long long)r->timeout_ms);
 		}
 		pthread_mutex_unlock(&r->mu);
 	}
@@ -182,7 +182,7 @@ int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct me
 	uint64_t bsent = ln->tx_sent, bre = ln->tx_retr;
 	ln->tx_sent = ln->tx_retr = 0;
 	ln->tx_eval_at = now;
-	mr_ring_log(r, "to rank %d: TCP retransmitted %llu of %llu bytes sent", peer, (unsigned long long)bre, (unsigned long long)bsent);
+	mr_tcp_log(r, "to rank %d: TCP retransmitted %llu of %llu bytes sent", peer, (unsigned long long)bre, (unsigned long long)bsent);
 	/* a twentieth warns already: a link that loses 5% of its packets fails
 	 * no check, but a job of many small collectives crawls over it, each
 	 * loss a retransmission timeout, and may end at --timeout: the user
@@ -218,5 +218,5 @@ int mr_txwatch_check(struct mr_ring *r, int fd, int peer, int64_t now, struct me
 	pthread_mutex_unlock(&r->mu);
 	if (lossy < r->timeout_ms)
 		return 0;
-	return mr_ring_fail(r, err, "rank %d (%s): the data link from rank %d loses packets: TCP retransmitted %llu of the last %llu bytes, a tenth or more for %lld ms (MESHRUN_TIMEOUT)", peer, mr_ring_peer_addr(r, peer), r->rank, (unsigned long long)sre, (unsigned long long)ssent, (long long)lossy);
+	return mr_tcp_fail(r, err, "rank %d (%s): the data link from rank %d loses packets: TCP retransmitted %llu of the last %llu bytes, a tenth or more for %lld ms (MESHRUN_TIMEOUT)", peer, mr_tcp_peer_addr(r, peer), r->rank, (unsigned long long)sre, (unsigned long long)ssent, (long long)lossy);
 }

@@ -4,7 +4,7 @@
  * A rank listens on its own addresses and, from one poll loop, connects to
  * the peers it calls while accepting the peers that call it: no ordering
  * between ranks, so none waits on another. Every connection starts with the
- * hello of coll/wire.h (job token, group size, rank, lane): a stray, garbage
+ * hello of coll/tcp/wire.h (job token, group size, rank, lane): a stray, garbage
  * or foreign-job connection is refused (closed, logged) and setup goes on;
  * whoever answers at a peer's address with a wrong hello fails the setup.
  * Connects that fail (the peer is not listening yet) are retried with

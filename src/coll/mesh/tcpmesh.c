@@ -15,7 +15,7 @@
  * reduced it first). All sockets are
  * non-blocking and driven from one poll loop in the caller's thread; waiting
  * is only in poll(), which also watches the fail pipe (the control plane's
- * stall and abort detection, ring_p2p.c).
+ * stall and abort detection, coll/tcp/p2p.c).
  *
  * Reduction order: received chunks land in per-cable slots (MR_MESH_DEPTH
  * deep) and chunk c of the own block is reduced once every peer's chunk c is
@@ -27,10 +27,10 @@
 #include "common/compat.h"
 #include "common/envmap.h"
 #include "coll/coll.h"
-#include "coll/conn.h"
 #include "coll/mesh_plan.h"
-#include "coll/ring_impl.h"
-#include "coll/tcpmesh.h"
+#include "coll/mesh/tcpmesh.h"
+#include "coll/tcp/conn.h"
+#include "coll/tcp/tcp.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/timeutil.h"
@@ -49,19 +49,19 @@
  * on 4 ranks sharing 2 cores: about 12% more in the kernel's copies alone,
  * raw TCP without reductions); every rank also waits on every other, so one
  * descheduled rank stalls all. The ring schedule runs over the mesh's own
- * connections to the two ring neighbours (ring.c, mr_ring_all_reduce). With
- * `auto` the first six all-reduces of each size class alternate the mesh
- * schedule and the ring's; the first of each only warms it up (a schedule's
- * first call of a size is several times slower than its later ones: on 4
- * ranks sharing 2 cores, 15 ms against 1.4 ms at 1 MiB, and timing that call
- * chose the ring for every size there), the other two of each are timed and
- * the faster of the two counts: a call slowed by a descheduled rank (a 20%
- * blip is common on shared cores) once chose the mesh at 16 MiB where it ran
- * 0.82x the ring. The ranks take the larger time of each (a two-double
- * all-reduce, so all choose alike) and keep the mesh only where it is at
- * least 5% faster: on a near tie the ring, whose two flows per rank cost less
- * processor time. Links binding, the mesh wins by far (1.4x and more): three
- * ring calls per class are the price.
+ * connections to the two ring neighbours (the engine's tcp/ring_sched.c,
+ * mr_tcp_ring_all_reduce). With `auto` the first six all-reduces of each size
+ * class alternate the mesh schedule and the ring's; the first of each only
+ * warms it up (a schedule's first call of a size is several times slower than
+ * its later ones: on 4 ranks sharing 2 cores, 15 ms against 1.4 ms at 1 MiB,
+ * and timing that call chose the ring for every size there), the other two of
+ * each are timed and the faster of the two counts: a call slowed by a
+ * descheduled rank (a 20% blip is common on shared cores) once chose the mesh
+ * at 16 MiB where it ran 0.82x the ring. The ranks take the larger time of
+ * each (a two-double all-reduce, so all choose alike) and keep the mesh only
+ * where it is at least 5% faster: on a near tie the ring, whose two flows per
+ * rank cost less processor time. Links binding, the mesh wins by far (1.4x and
+ * more): three ring calls per class are the price.
  */
 enum { CLS_TRIAL_CALLS = 6, CLS_MESH = CLS_TRIAL_CALLS, CLS_RING };
 #define CLS_MESH_MARGIN 0.95 /* the mesh's time at most this share of the ring's */
@@ -71,7 +71,7 @@ struct sched_class {
 };
 
 struct mr_mesh {
-	struct mr_ring ctl;        /* control plane: env, lanes, progress thread, failure */
+	struct mr_tcp ctl;         /* control plane: env, lanes, progress thread, failure */
 	struct mr_mesh_hosts hosts;
 	int **fd;                  /* fd[p]: ncab[p] data connections (NULL for self) */
 	int *ncab;
@@ -100,7 +100,7 @@ static void mesh_release(struct meshrun_group *g)
 			mr_close(&m->fd[p][k]);
 		free(m->fd[p]);
 	}
-	mr_ring_ctl_release(&m->ctl);
+	mr_tcp_ctl_release(&m->ctl);
 	free(m->ctl.tmp);
 	mr_mesh_hosts_free(&m->hosts);
 	free(m->fd);
@@ -114,13 +114,13 @@ static void mesh_release(struct meshrun_group *g)
 }
 
 /*
- * The control plane names peers by r->hosts (mr_ring_peer_addr): one address
+ * The control plane names peers by r->hosts (mr_tcp_peer_addr): one address
  * per rank, the peer's own end of the cable to us, so that messages read
  * "rank 2 (10.0.1.2:5002)". Ours: our end towards the first peer.
  */
 static int peer_names(struct mr_mesh *m, struct meshrun_err *err)
 {
-	struct mr_ring *r = &m->ctl;
+	struct mr_tcp *r = &m->ctl;
 
 	r->hosts.nranks = r->size;
 	r->hosts.naddrs = 1;
@@ -142,7 +142,7 @@ static bool same_addr(const struct mr_ring_addr *a, const struct mr_ring_addr *b
 /* Links to every peer (we call the lower ranks), listeners for the higher ones. */
 static int mesh_connect(struct mr_mesh *m, struct meshrun_err *err)
 {
-	struct mr_ring *r = &m->ctl;
+	struct mr_tcp *r = &m->ctl;
 	struct mr_conn_link *links = calloc((size_t)r->size, sizeof(*links));
 	const struct mr_ring_addr **own = calloc((size_t)r->size * MR_MESH_MAX_CABLES, sizeof(*own));
 	struct mr_conn_plan plan = {
@@ -166,9 +166,9 @@ static int mesh_connect(struct mr_mesh *m, struct meshrun_err *err)
 		lk->ndata = (unsigned)m->ncab[p];
 		lk->addrs = MR_MESH_ADDR(&m->hosts, p, r->rank, 0);
 		lk->data_fd = m->fd[p];
-		lk->ctl_fd = &r->lane[mr_ring_lane_of(r, p)].fd;
-		lk->peer_text = mr_ring_peer_addr(r, p);
-		r->lane[mr_ring_lane_of(r, p)].peer = p;
+		lk->ctl_fd = &r->lane[mr_tcp_lane_of(r, p)].fd;
+		lk->peer_text = mr_tcp_peer_addr(r, p);
+		r->lane[mr_tcp_lane_of(r, p)].peer = p;
 		for (int k = 0; !lk->outgoing && k < m->ncab[p]; k++) {
 			const struct mr_ring_addr *a = MR_MESH_ADDR(&m->hosts, r->rank, p, k);
 			bool dup = false;
@@ -191,17 +191,17 @@ static int mesh_connect(struct mr_mesh *m, struct meshrun_err *err)
 		if (p == r->rank)
 			continue;
 		for (int k = 0; k < m->ncab[p]; k++)
-			mr_ring_tune_socket(r, m->fd[p][k], true);
-		mr_ring_tune_socket(r, r->lane[mr_ring_lane_of(r, p)].fd, false);
+			mr_tcp_tune_socket(r, m->fd[p][k], true);
+		mr_tcp_tune_socket(r, r->lane[mr_tcp_lane_of(r, p)].fd, false);
 	}
-	mr_ring_log_tuning(r, m->fd[(r->rank + 1) % r->size][0]);
-	mr_ring_log(r, "connected to %d peers over %d data connection(s) plus control lanes", r->size - 1, m->totcab);
+	mr_tcp_log_tuning(r, m->fd[(r->rank + 1) % r->size][0]);
+	mr_tcp_log(r, "connected to %d peers over %d data connection(s) plus control lanes", r->size - 1, m->totcab);
 	return 0;
 }
 
 static int mesh_alloc(struct mr_mesh *m, struct meshrun_err *err)
 {
-	struct mr_ring *r = &m->ctl;
+	struct mr_tcp *r = &m->ctl;
 	size_t n = (size_t)r->size;
 
 	m->fd = calloc(n, sizeof(*m->fd));
@@ -233,7 +233,7 @@ static int mesh_alloc(struct mr_mesh *m, struct meshrun_err *err)
 		r->left = m->fd[left];
 		r->right = m->fd[right];
 		r->nconn = MR_MIN(m->ncab[left], m->ncab[right]);
-		r->tmp = malloc(mr_ring_tmp_bytes(r));
+		r->tmp = malloc(mr_tcp_ring_tmp_bytes(r));
 		if (!r->tmp)
 			return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
 	}
@@ -272,9 +272,9 @@ static int mesh_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	struct mr_mesh *m = calloc(1, sizeof(*m));
 	if (!m)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "mesh: out of memory");
-	struct mr_ring *r = &m->ctl;
+	struct mr_tcp *r = &m->ctl;
 	g->impl = m;
-	rc = mr_ring_ctl_init(r, "mesh", err);
+	rc = mr_tcp_ctl_init(r, "mesh", err);
 	if (rc < 0)
 		goto fail;
 	rc = mesh_env_sched(m, err);
@@ -301,17 +301,17 @@ static int mesh_init(struct meshrun_group *g, unsigned flags, struct meshrun_err
 	g->size = r->size;
 	if (r->size == 1)
 		return 0;
-	rc = mr_ring_lanes_alloc(r, r->size - 1, err);
+	rc = mr_tcp_lanes_alloc(r, r->size - 1, err);
 	if (rc == 0)
 		rc = peer_names(m, err);
 	if (rc == 0)
 		rc = mesh_alloc(m, err);
 	if (rc == 0)
-		rc = mr_ring_ctl_pipes(r, err);
+		rc = mr_tcp_ctl_pipes(r, err);
 	if (rc == 0)
 		rc = mesh_connect(m, err);
 	if (rc == 0)
-		rc = mr_ring_p2p_start(r, err);
+		rc = mr_tcp_p2p_start(r, err);
 	if (rc < 0)
 		goto fail;
 	return 0;
@@ -336,8 +336,8 @@ struct cab {
 	size_t rj, ro;   /* chunks received on this cable, bytes of the current one */
 	bool swait, rwait;
 	unsigned char *slot; /* reduce: MR_MESH_DEPTH chunk buffers */
-	struct mr_rxwatch rxw; /* the chunk being received: a stalled cable (ring_watch.c) */
-	bool tx;         /* sent on fd in this step: what TCP retransmitted (ring_watch.c) */
+	struct mr_rxwatch rxw; /* the chunk being received: a stalled cable (watch.c) */
+	bool tx;         /* sent on fd in this step: what TCP retransmitted (watch.c) */
 };
 
 /*
@@ -427,7 +427,7 @@ static bool cab_send_pending(const struct step *s, const struct xfer *x, int k)
 static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *err)
 {
 	struct cab *cb = &x->cab[k];
-	struct mr_ring *r = &s->m->ctl;
+	struct mr_tcp *r = &s->m->ctl;
 
 	while (!cb->rwait && cab_recv_pending(s, x, k)) {
 		size_t len;
@@ -437,7 +437,7 @@ static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 			dst = cb->slot + (cb->rj % MR_MESH_DEPTH) * s->chunk;
 		ssize_t n = recv(cb->fd, dst + cb->ro, len - cb->ro, MSG_DONTWAIT);
 		if (n == 0)
-			return mr_ring_fail(r, err, "rank %d (%s) closed the connection", x->peer, mr_ring_peer_addr(r, x->peer));
+			return mr_tcp_fail(r, err, "rank %d (%s) closed the connection", x->peer, mr_tcp_peer_addr(r, x->peer));
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				cb->rwait = true;
@@ -445,7 +445,7 @@ static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 			}
 			if (errno == EINTR)
 				return 0;
-			return mr_ring_fail(r, err, "recv from rank %d (%s): %s", x->peer, mr_ring_peer_addr(r, x->peer), strerror(errno));
+			return mr_tcp_fail(r, err, "recv from rank %d (%s): %s", x->peer, mr_tcp_peer_addr(r, x->peer), strerror(errno));
 		}
 		cb->ro += (size_t)n;
 		if (cb->ro == len) {
@@ -459,13 +459,13 @@ static int cab_recv(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *err)
 {
 	struct cab *cb = &x->cab[k];
-	struct mr_ring *r = &s->m->ctl;
+	struct mr_tcp *r = &s->m->ctl;
 
 	while (!cb->swait && cab_send_pending(s, x, k)) {
 		size_t len;
 		int w;
 		const unsigned char *src = stream_at(s, x->snd, chunk_of(x, k, cb->sj), &len, &w);
-		ssize_t n = mr_ring_send_some(cb->fd, src + cb->so, len - cb->so);
+		ssize_t n = mr_tcp_send_some(cb->fd, src + cb->so, len - cb->so);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				cb->swait = true;
@@ -473,7 +473,7 @@ static int cab_send(struct step *s, struct xfer *x, int k, struct meshrun_err *e
 			}
 			if (errno == EINTR)
 				return 0;
-			return mr_ring_fail(r, err, "send to rank %d (%s): %s", x->peer, mr_ring_peer_addr(r, x->peer), strerror(errno));
+			return mr_tcp_fail(r, err, "send to rank %d (%s): %s", x->peer, mr_tcp_peer_addr(r, x->peer), strerror(errno));
 		}
 		cb->so += (size_t)n;
 		cb->tx = true;
@@ -534,7 +534,7 @@ static bool step_busy(const struct step *s)
 }
 
 /* The stall check of every cable's chunk being received, and what TCP
- * retransmitted of its sends (ring_watch.c). */
+ * retransmitted of its sends (watch.c). */
 static int watch_chunks(struct step *s, struct meshrun_err *err)
 {
 	int64_t now = 0;
@@ -570,8 +570,8 @@ static int watch_chunks(struct step *s, struct meshrun_err *err)
 static int step_run(struct step *s, struct meshrun_err *err)
 {
 	struct mr_mesh *m = s->m;
-	struct mr_ring *r = &m->ctl;
-	int rc = mr_ring_check_failed(r, err);
+	struct mr_tcp *r = &m->ctl;
+	int rc = mr_tcp_check_failed(r, err);
 
 	while (rc == 0) {
 		for (int i = 0; i < s->nx && rc == 0; i++)
@@ -598,7 +598,7 @@ static int step_run(struct step *s, struct meshrun_err *err)
 		m->pfd[np++] = (struct pollfd){ .fd = r->fail_pipe[0], .events = POLLIN };
 		int n = poll(m->pfd, (nfds_t)np, 1000);
 		if (n < 0 && errno != EINTR)
-			return mr_ring_fail(r, err, "rank %d: poll: %s", r->rank, strerror(errno));
+			return mr_tcp_fail(r, err, "rank %d: poll: %s", r->rank, strerror(errno));
 		np = 0;
 		for (int i = 0; i < s->nx; i++)
 			for (int k = 0; k < s->x[i].ncab; k++, np++) {
@@ -608,7 +608,7 @@ static int step_run(struct step *s, struct meshrun_err *err)
 				if (re & (POLLOUT | POLLERR | POLLHUP))
 					s->x[i].cab[k].swait = false;
 			}
-		rc = mr_ring_check_failed(r, err);
+		rc = mr_tcp_check_failed(r, err);
 		if (rc == 0)
 			rc = watch_chunks(s, err);
 	}
@@ -645,7 +645,7 @@ static int mesh_step(struct mr_mesh *m, unsigned char *buf, const size_t *boff, 
 		     enum step_kind kind, enum meshrun_dtype dt, enum mr_op op, unsigned char *dst_all,
 		     struct meshrun_err *err)
 {
-	struct mr_ring *r = &m->ctl;
+	struct mr_tcp *r = &m->ctl;
 	struct xfer *x = calloc((size_t)r->size, sizeof(*x));
 	bool reduce = kind == STEP_REDUCE_SCATTER || kind == STEP_ALL_REDUCE;
 	struct step s = { .m = m, .x = x, .reduce = reduce, .gate = kind == STEP_ALL_REDUCE, .dt = dt,
@@ -757,17 +757,17 @@ static int mesh_all_reduce(struct meshrun_group *g, void *buf, size_t count, enu
 	if (g->size < 3 || count == 0 || m->sched == SCHED_MESH || mr_mesh_direct(count, mr_dtype_size((int)dt), g->size))
 		return mesh_all_reduce_mesh(g, buf, count, dt, op, err);
 	if (m->sched == SCHED_RING)
-		return mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
+		return mr_tcp_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
 	struct sched_class *c = &m->cls[log2_floor(bytes)];
 	if (c->state == CLS_MESH)
 		return mesh_all_reduce_mesh(g, buf, count, dt, op, err);
 	if (c->state == CLS_RING)
-		return mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
+		return mr_tcp_ring_all_reduce(&m->ctl, buf, count, dt, op, err);
 	/* even trial calls run the mesh schedule, odd ones the ring's; 0 and 1 warm up */
 	int call = c->state++;
 	bool ring = call % 2 == 1;
 	int64_t t0 = mr_now_us();
-	int rc = ring ? mr_ring_all_reduce(&m->ctl, buf, count, dt, op, err)
+	int rc = ring ? mr_tcp_ring_all_reduce(&m->ctl, buf, count, dt, op, err)
 		      : mesh_all_reduce_mesh(g, buf, count, dt, op, err);
 	int64_t t = mr_now_us() - t0;
 	if (rc < 0 || call < 2)
@@ -782,8 +782,8 @@ static int mesh_all_reduce(struct meshrun_group *g, void *buf, size_t count, enu
 	if (rc < 0)
 		return rc;
 	c->state = tt[0] <= CLS_MESH_MARGIN * tt[1] ? CLS_MESH : CLS_RING;
-	mr_ring_log(&m->ctl, "all-reduce of %zu bytes (class 2^%d): mesh schedule %.0f us, ring schedule %.0f us: the %s schedule from now on (MESHRUN_MESH_SCHEDULE=auto)",
-		    bytes, log2_floor(bytes), tt[0], tt[1], c->state == CLS_RING ? "ring" : "mesh");
+	mr_tcp_log(&m->ctl, "all-reduce of %zu bytes (class 2^%d): mesh schedule %.0f us, ring schedule %.0f us: the %s schedule from now on (MESHRUN_MESH_SCHEDULE=auto)",
+		   bytes, log2_floor(bytes), tt[0], tt[1], c->state == CLS_RING ? "ring" : "mesh");
 	return 0;
 }
 
@@ -853,13 +853,13 @@ static int mesh_barrier(struct meshrun_group *g, struct meshrun_err *err)
 static int mesh_send(struct meshrun_group *g, const void *buf, size_t bytes, int dst,
 		     struct meshrun_err *err)
 {
-	return mr_ring_p2p_send(&mesh_of(g)->ctl, buf, bytes, dst, err);
+	return mr_tcp_p2p_send(&mesh_of(g)->ctl, buf, bytes, dst, err);
 }
 
 static int mesh_recv(struct meshrun_group *g, void *buf, size_t bytes, int src,
 		     struct meshrun_err *err)
 {
-	return mr_ring_p2p_recv(&mesh_of(g)->ctl, buf, bytes, src, err);
+	return mr_tcp_p2p_recv(&mesh_of(g)->ctl, buf, bytes, src, err);
 }
 
 const struct mr_coll_ops mr_coll_mesh_ops = {

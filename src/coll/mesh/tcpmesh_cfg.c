@@ -2,7 +2,7 @@
  * tcpmesh_cfg.c - the mesh backend's address matrix (tcpmesh.h): parse and check.
  */
 #include "common/compat.h"
-#include "coll/tcpmesh.h"
+#include "coll/mesh/tcpmesh.h"
 #include "common/err.h"
 
 #include <cjson/cJSON.h>

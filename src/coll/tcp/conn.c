@@ -19,8 +19,8 @@
  * the listener was not ready) tries again until the deadline.
  */
 #include "common/compat.h"
-#include "coll/conn.h"
-#include "coll/wire.h"
+#include "coll/tcp/conn.h"
+#include "coll/tcp/wire.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/port.h"

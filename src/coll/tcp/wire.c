@@ -1,6 +1,6 @@
 #include "common/compat.h"
 #include "coll/le.h"
-#include "coll/wire.h"
+#include "coll/tcp/wire.h"
 #include "common/err.h"
 
 size_t mr_hello_encode(const struct mr_hello *h, unsigned char *buf)

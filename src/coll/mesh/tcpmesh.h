@@ -25,16 +25,16 @@
  * Connections: for each pair i < j, rank j connects to each address of cell
  * [i][j] (data lane k to the k-th), plus a control lane on the first; rank i
  * listens on its distinct addresses in cells [i][j] for the higher ranks
- * (rank 0 listens for everyone, the last rank for nobody). The hello (coll/wire.h) carries nconn = MR_MESH_HELLO_TAG +
- * cables, so a ring connection or another job is refused (coll/conn.c).
+ * (rank 0 listens for everyone, the last rank for nobody). The hello (coll/tcp/wire.h) carries nconn = MR_MESH_HELLO_TAG +
+ * cables, so a ring connection or another job is refused (coll/tcp/conn.c).
  *
  * Progress: the caller's thread moves all data from one poll loop over every
  * peer's connections; transfers are cut into chunks (MR_MESH_CHUNK, or a
  * quarter of a smaller block but at least MR_MESH_CHUNK_MIN), chunk c on
  * cable c % K of that peer. An all-reduce is one pipelined step: each chunk
- * of the own block goes out to every peer as soon as it is reduced. The ring's progress thread (ring_p2p.c) runs the
- * control lanes, one per peer: heartbeats and the stall timeout
- * (MESHRUN_TIMEOUT), send/recv messages (direct, no forwarding), and the
+ * of the own block goes out to every peer as soon as it is reduced. The TCP
+ * engine's progress thread (coll/tcp/p2p.c) runs the control lanes, one per
+ * peer: heartbeats and the stall timeout (MESHRUN_TIMEOUT), send/recv messages (direct, no forwarding), and the
  * abort notice every peer gets when the group fails.
  *
  * Ownership: mr_mesh_hosts_free() releases what parse/load allocated.

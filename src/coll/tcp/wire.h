@@ -1,5 +1,6 @@
 /*
- * wire.h - what the ring backend puts on a TCP connection besides raw data.
+ * wire.h - the TCP engine's wire format: what the ring and the mesh (and jaccl's
+ * side channel) put on a TCP connection besides raw data.
  *
  * Hello: the first bytes each side sends on every connection (little endian):
  *   off  size  field

@@ -1,5 +1,5 @@
 /*
- * ring_p2p.c - the ring backend's progress thread and control lanes.
+ * p2p.c - the TCP engine's progress thread and control lanes (tcp.h).
  *
  * One thread per group owns the two control lanes (to the left and right
  * neighbour). It
@@ -17,7 +17,7 @@
  * The thread holds mu while it works and never while it waits in poll.
  */
 #include "common/compat.h"
-#include "coll/ring_impl.h"
+#include "coll/tcp/tcp.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/timeutil.h"
@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int hb_ms(const struct mr_ring *r)
+static int hb_ms(const struct mr_tcp *r)
 {
 	int64_t v = r->timeout_ms / 8;
 
@@ -81,7 +81,7 @@ static struct mr_frame *frame_new(unsigned type, uint32_t src, uint32_t dst, con
 }
 
 /* Under mu. Record the failure once; detach caller buffers from the queues. */
-static void fail_locked(struct mr_ring *r, const char *msg)
+static void fail_locked(struct mr_tcp *r, const char *msg)
 {
 	if (r->failed)
 		return;
@@ -122,7 +122,7 @@ static void fail_locked(struct mr_ring *r, const char *msg)
 	pthread_cond_broadcast(&r->cv);
 }
 
-int mr_ring_check_failed(struct mr_ring *r, struct meshrun_err *err)
+int mr_tcp_check_failed(struct mr_tcp *r, struct meshrun_err *err)
 {
 	int rc = 0;
 
@@ -144,7 +144,7 @@ static void abs_deadline(struct timespec *ts, int ms)
 	}
 }
 
-int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ...)
+int mr_tcp_fail(struct mr_tcp *r, struct meshrun_err *err, const char *fmt, ...)
 {
 	char msg[MESHRUN_ERR_MSG_MAX];
 	struct timespec ts;
@@ -173,17 +173,17 @@ int mr_ring_fail(struct mr_ring *r, struct meshrun_err *err, const char *fmt, ..
 }
 
 /* Next lane towards dst: the shorter way round (right on a tie); direct: dst's own. */
-static int route(const struct mr_ring *r, uint32_t dst)
+static int route(const struct mr_tcp *r, uint32_t dst)
 {
 	int d = ((int)dst - r->rank + r->size) % r->size;
 
 	if (r->direct)
-		return mr_ring_lane_of(r, (int)dst);
+		return mr_tcp_lane_of(r, (int)dst);
 	return d <= r->size / 2 ? MR_LANE_RIGHT : MR_LANE_LEFT;
 }
 
 /* Under mu: a whole frame arrived on lane li. */
-static void deliver(struct mr_ring *r, int li, struct mr_lane *ln)
+static void deliver(struct mr_tcp *r, int li, struct mr_lane *ln)
 {
 	struct mr_frame_hdr *h = &ln->fh;
 	unsigned char *payload = ln->payload;
@@ -199,7 +199,7 @@ static void deliver(struct mr_ring *r, int li, struct mr_lane *ln)
 		msg[h->len] = '\0';
 		free(payload);
 		if (!r->failed)
-			mr_ring_log(r, "abort notice from rank %u: %s", h->src, msg);
+			mr_tcp_log(r, "abort notice from rank %u: %s", h->src, msg);
 		fail_locked(r, msg);
 		return;
 	}
@@ -239,17 +239,17 @@ static void deliver(struct mr_ring *r, int li, struct mr_lane *ln)
 	pthread_cond_broadcast(&r->cv);
 }
 
-static void lane_fail(struct mr_ring *r, struct mr_lane *ln, const char *what)
+static void lane_fail(struct mr_tcp *r, struct mr_lane *ln, const char *what)
 {
 	char msg[MESHRUN_ERR_MSG_MAX + 256];
 
 	ln->dead = true;
-	snprintf(msg, sizeof(msg), "rank %d (%s) %s", ln->peer, mr_ring_peer_addr(r, ln->peer), what);
+	snprintf(msg, sizeof(msg), "rank %d (%s) %s", ln->peer, mr_tcp_peer_addr(r, ln->peer), what);
 	fail_locked(r, msg);
 }
 
 /* Under mu: read whatever is there. */
-static void lane_read(struct mr_ring *r, int li)
+static void lane_read(struct mr_tcp *r, int li)
 {
 	struct mr_lane *ln = &r->lane[li];
 
@@ -311,7 +311,7 @@ static void lane_read(struct mr_ring *r, int li)
 }
 
 /* Under mu: write what the socket takes. */
-static void lane_write(struct mr_ring *r, struct mr_lane *ln)
+static void lane_write(struct mr_tcp *r, struct mr_lane *ln)
 {
 	while (!ln->dead && ln->head) {
 		struct mr_frame *f = ln->head;
@@ -325,7 +325,7 @@ static void lane_write(struct mr_ring *r, struct mr_lane *ln)
 			left = f->len - (f->off - MR_FRAME_HDR);
 		}
 		if (left) {
-			ssize_t n = mr_ring_send_some(ln->fd, p, left);
+			ssize_t n = mr_tcp_send_some(ln->fd, p, left);
 			if (n < 0) {
 				if (errno == EAGAIN || errno == EWOULDBLOCK)
 					return;
@@ -352,7 +352,7 @@ static void lane_write(struct mr_ring *r, struct mr_lane *ln)
 
 static void *progress_main(void *arg)
 {
-	struct mr_ring *r = arg;
+	struct mr_tcp *r = arg;
 	const int hb = hb_ms(r);
 
 	struct pollfd *pfd = calloc((size_t)r->nlanes + 1, sizeof(*pfd));
@@ -429,7 +429,7 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-int mr_ring_lanes_alloc(struct mr_ring *r, int nlanes, struct meshrun_err *err)
+int mr_tcp_lanes_alloc(struct mr_tcp *r, int nlanes, struct meshrun_err *err)
 {
 	r->lane = calloc((size_t)nlanes, sizeof(*r->lane));
 	if (!r->lane)
@@ -440,7 +440,7 @@ int mr_ring_lanes_alloc(struct mr_ring *r, int nlanes, struct meshrun_err *err)
 	return 0;
 }
 
-int mr_ring_p2p_start(struct mr_ring *r, struct meshrun_err *err)
+int mr_tcp_p2p_start(struct mr_tcp *r, struct meshrun_err *err)
 {
 	int rc = pthread_create(&r->thread, NULL, progress_main, r);
 
@@ -450,7 +450,7 @@ int mr_ring_p2p_start(struct mr_ring *r, struct meshrun_err *err)
 	return 0;
 }
 
-void mr_ring_p2p_stop(struct mr_ring *r)
+void mr_tcp_p2p_stop(struct mr_tcp *r)
 {
 	if (r->thread_started) {
 		pthread_mutex_lock(&r->mu);
@@ -479,8 +479,8 @@ void mr_ring_p2p_stop(struct mr_ring *r)
 	r->mbox_tail = NULL;
 }
 
-int mr_ring_p2p_send(struct mr_ring *r, const void *buf, size_t len, int dst,
-		     struct meshrun_err *err)
+int mr_tcp_p2p_send(struct mr_tcp *r, const void *buf, size_t len, int dst,
+		    struct meshrun_err *err)
 {
 	int done = 0;
 	int rc = 0;
@@ -498,7 +498,7 @@ int mr_ring_p2p_send(struct mr_ring *r, const void *buf, size_t len, int dst,
 	}
 	struct mr_lane *ln = &r->lane[route(r, (uint32_t)dst)];
 	if (ln->dead) {
-		rc = mr_err_set(err, MESHRUN_E_PEER, "send to rank %d: rank %d (%s) %s", dst, ln->peer, mr_ring_peer_addr(r, ln->peer), ln->closed ? ln->why : "is unreachable");
+		rc = mr_err_set(err, MESHRUN_E_PEER, "send to rank %d: rank %d (%s) %s", dst, ln->peer, mr_tcp_peer_addr(r, ln->peer), ln->closed ? ln->why : "is unreachable");
 		pthread_mutex_unlock(&r->mu);
 		frame_free(f);
 		return rc;
@@ -509,7 +509,7 @@ int mr_ring_p2p_send(struct mr_ring *r, const void *buf, size_t len, int dst,
 		pthread_cond_wait(&r->cv, &r->mu);
 	if (done == 0 && !r->failed) { /* the lane went away under our frame */
 		char msg[MESHRUN_ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "rank %d (%s) closed the connection during a send", ln->peer, mr_ring_peer_addr(r, ln->peer));
+		snprintf(msg, sizeof(msg), "rank %d (%s) closed the connection during a send", ln->peer, mr_tcp_peer_addr(r, ln->peer));
 		fail_locked(r, msg);
 	}
 	if (done != 1)
@@ -518,7 +518,7 @@ int mr_ring_p2p_send(struct mr_ring *r, const void *buf, size_t len, int dst,
 	return rc;
 }
 
-int mr_ring_p2p_recv(struct mr_ring *r, void *buf, size_t len, int src, struct meshrun_err *err)
+int mr_tcp_p2p_recv(struct mr_tcp *r, void *buf, size_t len, int src, struct meshrun_err *err)
 {
 	int rc = 0;
 
@@ -548,9 +548,9 @@ int mr_ring_p2p_recv(struct mr_ring *r, void *buf, size_t len, int src, struct m
 		}
 		/* src's frames reach us on the lane opposite to the way it routes */
 		int d = (r->rank - src + r->size) % r->size;
-		struct mr_lane *in = &r->lane[r->direct ? mr_ring_lane_of(r, src) : d <= r->size / 2 ? MR_LANE_LEFT : MR_LANE_RIGHT];
+		struct mr_lane *in = &r->lane[r->direct ? mr_tcp_lane_of(r, src) : d <= r->size / 2 ? MR_LANE_LEFT : MR_LANE_RIGHT];
 		if (in->dead && !in->in_payload) {
-			rc = mr_err_set(err, MESHRUN_E_PEER, "recv from rank %d: rank %d (%s) %s", src, in->peer, mr_ring_peer_addr(r, in->peer), in->closed ? in->why : "is unreachable");
+			rc = mr_err_set(err, MESHRUN_E_PEER, "recv from rank %d: rank %d (%s) %s", src, in->peer, mr_tcp_peer_addr(r, in->peer), in->closed ? in->why : "is unreachable");
 			break;
 		}
 		pthread_cond_wait(&r->cv, &r->mu);
