@@ -21,7 +21,7 @@
  *   tcpmesh*.c   the mesh backend over TCP, every cable at once (tcpmesh.h); its
  *                control plane is the ring's (ring_p2p.c) with a lane per peer
  *   mesh_plan.c  the mesh schedule shared by tcpmesh.c and jaccl.c (mesh_plan.h)
- *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl.h)
+ *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl_types.h)
  *   nccl.c       the nccl backend; nccl_boot.c its id exchange (nccl_boot.h)
  *   mpi.c        the mpi backend over a dlopen'ed libmpi (mpi_abi.h)
  * Backends call down into env.c, wire.c and dtype.c, never into each other.

@@ -17,7 +17,7 @@
 #include "common/compat.h"
 #include "coll/le.h"
 #include "coll/env.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/port.h"

@@ -1,5 +1,9 @@
 /*
- * jaccl.h - libmeshrun's JACCL backend (RDMA verbs), internal contract.
+ * jaccl_types.h - the JACCL backend's (RDMA verbs) shared types and the
+ * calls on them that coll and the tests use: the device matrix, the
+ * environment, the frame header and its arithmetic, the TCP side channel.
+ * No verbs here: the queue-pair state shared by jaccl.c, jaccl_verbs.c and
+ * jaccl_frames.c is jaccl_impl.h's.
  *
  * Environment (JACCL_* first, then MLX_*, as MLX's jaccl reads them):
  *   JACCL_RANK / MLX_RANK              this rank (else SLURM_PROCID, OMPI_...)
@@ -28,8 +32,8 @@
  * algorithms), jaccl_stub.c (the ops table when libibverbs was not found at
  * build time).
  */
-#ifndef MR_COLL_JACCL_H
-#define MR_COLL_JACCL_H
+#ifndef MR_COLL_JACCL_TYPES_H
+#define MR_COLL_JACCL_TYPES_H
 
 #include "common/compat.h"
 #include "coll/wire.h"
