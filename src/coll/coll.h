@@ -17,6 +17,8 @@
  *   env.c        the environment libmeshrun reads (env.h; names: common/envmap.h)
  *   wire.c       hello and frame encoding on the ring's connections (wire.h)
  *   conn.c       connection setup of the TCP backends: listen, connect, hellos (conn.h)
+ *   accept.c     the accept gate of every TCP listener (conn.c, jaccl_side.c,
+ *                nccl_boot.c): slots, eviction, hello deadline, token (accept.h)
  *   ring*.c      the ring backend over TCP (ring_impl.h maps them)
  *   tcpmesh*.c   the mesh backend over TCP, every cable at once (tcpmesh.h); its
  *                control plane is the ring's (ring_p2p.c) with a lane per peer
