@@ -23,7 +23,9 @@
  *   mesh/        the mesh backend over the engine, every cable at once
  *                (mesh/tcpmesh.h); it falls back to the engine's ring schedule
  *   mesh_plan.c  the mesh schedule shared by mesh/tcpmesh.c and jaccl.c (mesh_plan.h)
- *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl.h)
+ *   accept.c     the accept gate of every TCP listener (tcp/conn.c, jaccl_side.c,
+ *                nccl_boot.c): slots, eviction, hello deadline, token (accept.h)
+ *   jaccl*.c     the jaccl and jaccl-ring backends over RDMA verbs (jaccl_types.h)
  *   nccl.c       the nccl backend; nccl_boot.c its id exchange (nccl_boot.h)
  *   mpi.c        the mpi backend over a dlopen'ed libmpi (mpi_abi.h)
  * Backends call down into env.c, dtype.c, the plans and the TCP engine

@@ -5,7 +5,7 @@
  */
 #include "common/compat.h"
 #include "common/envmap.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 #include "coll/mesh_plan.h"
 #include "coll/env.h"
 #include "coll/le.h"

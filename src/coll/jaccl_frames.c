@@ -1,5 +1,5 @@
 /*
- * jaccl_frames.c - JACCL's wire protocol (frames: jaccl.h) and the transfer
+ * jaccl_frames.c - JACCL's wire protocol (frames: jaccl_types.h) and the transfer
  * engine, the same for UC and RC queue pairs.
  *
  * Credits. Apple's driver is believed to hold a SEND until the peer posts a
@@ -41,7 +41,7 @@
  *
  * Failures: Apple's driver reports no dead, stopped or cut-off peer, so the
  * engine does not wait for it to. Between polls it reads the side channel
- * watcher's news (jaccl.h, watch mode): the group's failure (an abort, a
+ * watcher's news (jaccl_types.h, watch mode): the group's failure (an abort, a
  * rank silent for half the timeout, two ranks waiting on each other), and
  * departures (a peer still needed a second after it left fails the call).
  * After half the timeout without progress it reports the peer it waits on

@@ -8,7 +8,7 @@
  * mr_jaccl_depth): the first depth are receive buffers, each always posted
  * except while its frame waits to be consumed, the rest send buffers. The
  * wire protocol (frames of a fixed size, an in-band header with sequence,
- * length and credit; jaccl.h) is jaccl_frames.c's. Completions are polled;
+ * length and credit; jaccl_types.h) is jaccl_frames.c's. Completions are polled;
  * a completion channel exists only in RC mode and only where the device has
  * one (never on Apple's driver).
  */
@@ -17,7 +17,7 @@
 
 #include "common/compat.h"
 #include "coll/dtype.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 
 #include <infiniband/verbs.h>
 

@@ -16,8 +16,9 @@
  */
 #include "common/compat.h"
 #include "coll/le.h"
+#include "coll/accept.h"
 #include "coll/env.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 #include "common/err.h"
 #include "common/fdio.h"
 #include "common/port.h"
@@ -191,17 +192,8 @@ static int recv_frame(const struct mr_jaccl_side *s, int fd, struct mr_frame_hdr
 
 static void make_hello(const struct mr_jaccl_side *s, unsigned char *buf, size_t *len)
 {
-	struct mr_hello h;
-
-	memset(&h, 0, sizeof(h));
-	h.version = MR_WIRE_VERSION;
-	h.lane = MR_LANE_P2P;
-	h.rank = (uint32_t)s->rank;
-	h.size = (uint32_t)s->size;
-	h.nconn = MR_JACCL_HELLO_TAG;
-	h.token_len = s->token_len;
-	memcpy(h.token, s->token, s->token_len);
-	*len = mr_hello_encode(&h, buf);
+	*len = mr_accept_hello(buf, s->rank, s->size, MR_LANE_P2P, MR_JACCL_HELLO_TAG, s->token,
+			       s->token_len);
 }
 
 static int read_hello(int fd, struct mr_hello *h, int64_t deadline, const char *who,
@@ -247,22 +239,25 @@ static void tune(int fd, int64_t timeout_ms)
 }
 
 /*
- * Rank 0's connections that have not said their hello yet. Each costs one
- * fixed buffer (MR_HELLO_MAX, the token length checked before the token is
- * read) and may take HELLO_WAIT_MS; they are served side by side from one
- * poll, and when all MAX_PENDING slots are taken the oldest is closed for the
- * newcomer, so stray or slow-loris connections cannot keep a rank out.
+ * Rank 0's connections that have not said their hello yet, served side by
+ * side from one poll; what each may cost (a fixed buffer of MR_HELLO_MAX,
+ * MR_ACCEPT_WAIT_MS, one of MR_ACCEPT_SLOTS slots, the oldest evicted for a
+ * newcomer) is the accept gate's (accept.h).
  */
-#define MAX_PENDING 32
-#define HELLO_WAIT_MS 2000
-
 struct gate_conn {
 	int fd;                          /* -1: free slot */
-	int64_t since;
-	uint64_t seq;                    /* accept order: the lowest is the oldest */
+	struct mr_accept_stamp stamp;
 	size_t have;
 	unsigned char buf[MR_HELLO_MAX];
 };
+
+static enum mr_accept_use gate_use(void *ctx, size_t i, const struct mr_accept_stamp **st)
+{
+	struct gate_conn *g = ctx;
+
+	*st = &g[i].stamp;
+	return g[i].fd < 0 ? MR_ACCEPT_FREE : MR_ACCEPT_PENDING;
+}
 
 static void gate_refuse(struct gate_conn *c, const char *why, char *last, size_t cap)
 {
@@ -302,16 +297,16 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		 struct meshrun_err *err)
 {
 	int one = 1, lfd, rc = 0, have = 0;
-	uint64_t accepted = 0;
+	struct mr_accept_gate gate = { 0 };
 	unsigned char out[MR_HELLO_MAX];
 	size_t outlen;
 	char last[MESHRUN_ERR_MSG_MAX] = "";
-	struct gate_conn *g = calloc(MAX_PENDING, sizeof(*g));
-	struct pollfd pfd[MAX_PENDING + 1];
+	struct gate_conn *g = calloc(MR_ACCEPT_SLOTS, sizeof(*g));
+	struct pollfd pfd[MR_ACCEPT_SLOTS + 1];
 
 	if (!g)
 		return mr_err_set(err, MESHRUN_E_NOMEM, "jaccl: out of memory");
-	for (int i = 0; i < MAX_PENDING; i++)
+	for (int i = 0; i < MR_ACCEPT_SLOTS; i++)
 		g[i].fd = -1;
 	lfd = mr_socket(a->sa.ss_family, SOCK_STREAM, MR_SOCK_CLOEXEC);
 	if (lfd < 0) {
@@ -341,17 +336,17 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 			goto out;
 		}
 		pfd[0] = (struct pollfd){ lfd, POLLIN, 0 };
-		for (int i = 0; i < MAX_PENDING; i++) {
+		for (int i = 0; i < MR_ACCEPT_SLOTS; i++) {
 			pfd[i + 1] = (struct pollfd){ g[i].fd, POLLIN, 0 };
 			if (g[i].fd >= 0)
-				left = (int)MR_MIN((int64_t)left, MR_MAX(g[i].since + HELLO_WAIT_MS - now, (int64_t)0));
+				left = mr_accept_poll_ms(&g[i].stamp, now, left);
 		}
-		if (poll(pfd, MAX_PENDING + 1, left) < 0 && errno != EINTR) {
+		if (poll(pfd, MR_ACCEPT_SLOTS + 1, left) < 0 && errno != EINTR) {
 			rc = mr_err_sys(err, "jaccl: rank 0: poll on coordinator '%s'", a->text);
 			goto out;
 		}
 		now = mr_now_ms();
-		for (int i = 0; i < MAX_PENDING; i++) {
+		for (int i = 0; i < MR_ACCEPT_SLOTS; i++) {
 			struct gate_conn *c = &g[i];
 			struct mr_hello h;
 			struct meshrun_err e = MESHRUN_ERR_INIT;
@@ -369,8 +364,8 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 				s->fd[h.rank] = c->fd;
 				c->fd = -1;
 				have++;
-			} else if (now - c->since >= HELLO_WAIT_MS) {
-				snprintf(e.msg, sizeof(e.msg), "a connection sent no complete hello within %d ms", HELLO_WAIT_MS);
+			} else if (mr_accept_expired(&c->stamp, now)) {
+				snprintf(e.msg, sizeof(e.msg), "a connection sent no complete hello within %d ms", MR_ACCEPT_WAIT_MS);
 				gate_refuse(c, e.msg, last, sizeof(last));
 			}
 		}
@@ -379,24 +374,16 @@ static int serve(struct mr_jaccl_side *s, const struct mr_ring_addr *a, int64_t 
 		int fd = mr_accept(lfd, MR_SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		int slot = -1, oldest = 0;
-		for (int i = 0; i < MAX_PENDING && slot < 0; i++) {
-			if (g[i].fd < 0)
-				slot = i;
-			else if (g[i].seq < g[oldest].seq)
-				oldest = i;
-		}
-		if (slot < 0) {
-			gate_refuse(&g[oldest], "too many pending connections (closed the oldest)", last, sizeof(last));
-			slot = oldest;
-		}
+		bool evict;
+		size_t slot = mr_accept_pick(MR_ACCEPT_SLOTS, gate_use, g, &evict);
+		if (evict)
+			gate_refuse(&g[slot], MR_ACCEPT_EVICTED, last, sizeof(last));
 		g[slot].fd = fd;
-		g[slot].since = now;
-		g[slot].seq = ++accepted;
+		mr_accept_admit(&gate, &g[slot].stamp, now);
 		g[slot].have = 0;
 	}
 out:
-	for (int i = 0; i < MAX_PENDING; i++)
+	for (int i = 0; i < MR_ACCEPT_SLOTS; i++)
 		mr_close(&g[i].fd);
 	free(g);
 	close(lfd);

@@ -1,5 +1,6 @@
 #include "common/compat.h"
 #include "common/envmap.h"
+#include "coll/accept.h"
 #include "coll/env.h"
 #include "coll/le.h"
 #include "coll/nccl_boot.h"
@@ -183,19 +184,10 @@ static int64_t step_deadline(int64_t deadline)
 	return MR_MIN(deadline, mr_now_ms() + CONN_STEP_MS);
 }
 
-static bool token_equal(const unsigned char *a, size_t alen, const char *b, size_t blen)
-{
-	unsigned char diff = alen != blen;
-
-	for (size_t i = 0; i < alen && i < blen; i++)
-		diff |= (unsigned char)(a[i] ^ (unsigned char)b[i]);
-	return diff == 0;
-}
-
 unsigned mr_nccl_boot_judge(const struct mr_nccl_boot *b, const bool *served, int rank, int size,
 			    const unsigned char *token, size_t token_len)
 {
-	if (!token_equal(token, token_len, b->token, b->token_len))
+	if (!mr_accept_token_equal(token, token_len, b->token, b->token_len))
 		return MR_NCCL_BOOT_BAD_TOKEN;
 	if (size != b->size)
 		return MR_NCCL_BOOT_BAD_SIZE;
@@ -217,19 +209,14 @@ int mr_nccl_boot_reply_decode(const unsigned char *hdr, unsigned *status, struct
 }
 
 /*
- * Rank 0's connections that have not sent a whole request yet: each costs one
- * fixed buffer (the token length is checked before the token is read) and
- * may take REQUEST_WAIT_MS; they are served side by side from one poll, and
- * when all MAX_PENDING slots are taken the oldest is closed for the newcomer,
- * so stray or slow-loris connections cannot keep a rank from its id.
+ * Rank 0's connections that have not sent a whole request yet, served side by
+ * side from one poll; what each may cost (one fixed buffer, MR_ACCEPT_WAIT_MS,
+ * one of MR_ACCEPT_SLOTS slots, the oldest evicted for a newcomer) is the
+ * accept gate's (accept.h).
  */
-#define MAX_PENDING 32
-#define REQUEST_WAIT_MS 2000
-
 struct pending {
 	int fd;                 /* -1: free slot */
-	int64_t since;
-	uint64_t seq;           /* accept order: the lowest is the oldest */
+	struct mr_accept_stamp stamp;
 	size_t have, need;
 	unsigned char req[MR_NCCL_BOOT_REQ_FIXED + MR_NCCL_BOOT_TOKEN_MAX];
 };
@@ -241,9 +228,17 @@ struct serve_state {
 	int left;		/* ranks still to serve */
 	int refused;		/* connections refused so far */
 	char last_refusal[160];
-	uint64_t accepted;	/* connections accepted so far */
-	struct pending pend[MAX_PENDING];
+	struct mr_accept_gate gate; /* connections accepted so far */
+	struct pending pend[MR_ACCEPT_SLOTS];
 };
+
+static enum mr_accept_use pending_use(void *ctx, size_t i, const struct mr_accept_stamp **st)
+{
+	struct serve_state *ss = ctx;
+
+	*st = &ss->pend[i].stamp;
+	return ss->pend[i].fd < 0 ? MR_ACCEPT_FREE : MR_ACCEPT_PENDING;
+}
 
 static void refuse(struct serve_state *st, struct pending *p, const char *why)
 {
@@ -270,7 +265,7 @@ static void answer(struct serve_state *st, struct pending *p, int rank, int size
 		n += MR_NCCL_ID_BYTES;
 	}
 	/* 140 bytes into a fresh connection: the deadline only guards a full buffer */
-	if (write_until(p->fd, reply, n, mr_now_ms() + REQUEST_WAIT_MS) < 0) {
+	if (write_until(p->fd, reply, n, mr_now_ms() + MR_ACCEPT_WAIT_MS) < 0) {
 		snprintf(why, sizeof(why), "answer to rank %d: %s", rank, strerror(errno));
 		refuse(st, p, why);
 		return;
@@ -322,23 +317,15 @@ static void serve_conn(struct serve_state *st, struct pending *p)
 static void serve_accept(struct serve_state *st, int lfd, int64_t now)
 {
 	int fd = mr_accept(lfd, MR_SOCK_CLOEXEC | MR_SOCK_NONBLOCK);
-	int slot = -1, oldest = 0;
+	bool evict;
 
 	if (fd < 0)
 		return;
-	for (int i = 0; i < MAX_PENDING && slot < 0; i++) {
-		if (st->pend[i].fd < 0)
-			slot = i;
-		else if (st->pend[i].seq < st->pend[oldest].seq)
-			oldest = i;
-	}
-	if (slot < 0) {
-		refuse(st, &st->pend[oldest], "too many pending connections (closed the oldest)");
-		slot = oldest;
-	}
+	size_t slot = mr_accept_pick(MR_ACCEPT_SLOTS, pending_use, st, &evict);
+	if (evict)
+		refuse(st, &st->pend[slot], MR_ACCEPT_EVICTED);
 	st->pend[slot].fd = fd;
-	st->pend[slot].since = now;
-	st->pend[slot].seq = ++st->accepted;
+	mr_accept_admit(&st->gate, &st->pend[slot].stamp, now);
 	st->pend[slot].have = 0;
 	st->pend[slot].need = MR_NCCL_BOOT_REQ_FIXED;
 }
@@ -366,7 +353,7 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 	/* room in the accept queue beyond the job's ranks: with a backlog of just
 	 * size, a burst of stray connections fills it and the ranks' SYNs are
 	 * dropped, each costing them a 1 s, then 3 s retransmit */
-	if (listen(lfd, b->size + 2 * MAX_PENDING) < 0) {
+	if (listen(lfd, b->size + 2 * MR_ACCEPT_SLOTS) < 0) {
 		rc = mr_err_sys(err, "nccl: rank 0: listen on '%s'", addr);
 		goto out_close;
 	}
@@ -385,37 +372,37 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 	st->id = id;
 	st->served = served;
 	st->left = b->size - 1;
-	for (int i = 0; i < MAX_PENDING; i++)
+	for (int i = 0; i < MR_ACCEPT_SLOTS; i++)
 		st->pend[i].fd = -1;
 	rc = 0;
 	while (st->left > 0) {
 		int left = mr_ms_left(deadline);
 		int64_t now = mr_now_ms();
-		struct pollfd p[MAX_PENDING + 1];
+		struct pollfd p[MR_ACCEPT_SLOTS + 1];
 		if (left == 0)
 			break;
 		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-		for (int i = 0; i < MAX_PENDING; i++) {
+		for (int i = 0; i < MR_ACCEPT_SLOTS; i++) {
 			p[i + 1] = (struct pollfd){ .fd = st->pend[i].fd, .events = POLLIN };
 			if (st->pend[i].fd >= 0)
-				left = (int)MR_MIN((int64_t)left, MR_MAX(st->pend[i].since + REQUEST_WAIT_MS - now, (int64_t)0));
+				left = mr_accept_poll_ms(&st->pend[i].stamp, now, left);
 		}
-		if (poll(p, MAX_PENDING + 1, left) < 0) {
+		if (poll(p, MR_ACCEPT_SLOTS + 1, left) < 0) {
 			if (errno == EINTR)
 				continue;
 			rc = mr_err_sys(err, "nccl: rank 0: poll on '%s'", addr);
 			break;
 		}
 		now = mr_now_ms();
-		for (int i = 0; i < MAX_PENDING; i++) {
+		for (int i = 0; i < MR_ACCEPT_SLOTS; i++) {
 			struct pending *pc = &st->pend[i];
 			if (pc->fd < 0)
 				continue;
 			if (p[i + 1].revents)
 				serve_conn(st, pc);
-			if (pc->fd >= 0 && now - pc->since >= REQUEST_WAIT_MS) {
+			if (pc->fd >= 0 && mr_accept_expired(&pc->stamp, now)) {
 				char why[96];
-				snprintf(why, sizeof(why), "a connection sent no complete request within %d ms", REQUEST_WAIT_MS);
+				snprintf(why, sizeof(why), "a connection sent no complete request within %d ms", MR_ACCEPT_WAIT_MS);
 				refuse(st, pc, why);
 			}
 		}
@@ -432,7 +419,7 @@ static int serve(const struct mr_nccl_boot *b, const char *addr, const unsigned 
 				(long long)b->timeout_ms, st->left, st->left > 1 ? "s" : "", ranks,
 				st->refused ? " (refused connections: " : "", st->refused ? st->last_refusal : "", st->refused ? ")" : "");
 	}
-	for (int i = 0; i < MAX_PENDING; i++)
+	for (int i = 0; i < MR_ACCEPT_SLOTS; i++)
 		mr_close(&st->pend[i].fd);
 	free(st);
 	free(served);

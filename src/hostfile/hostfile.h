@@ -9,7 +9,7 @@
  * meshrun's own key "mesh_ips" (MLX's tools ignore unknown keys; meshconfig
  * writes it on a full mesh) is a row like rdma: cell j is null on the
  * diagonal, else the list of this host's addresses on its cables to host j,
- * which the mesh backend (coll/tcpmesh.h) connects over. It is emitted after
+ * which the mesh backend (coll/mesh/tcpmesh.h) connects over. It is emitted after
  * "rdma", only where it was read or set.
  * Written JSON has the same shape, indent 4 and MLX's key order, so a file written
  * by either tool is read by the other: the object form (what current MLX writes)

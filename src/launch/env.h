@@ -14,7 +14,7 @@
  *                MLX_RING_VERBOSE=1 with --verbose.
  *   mesh         as ring (so a program that only knows the ring still runs), plus
  *                MESHRUN_MESH_HOSTFILE=<file>: the hosts' "mesh_ips" rows as a
- *                matrix of "ip:port" lists (coll/tcpmesh.h), on a full mesh
+ *                matrix of "ip:port" lists (coll/mesh/tcpmesh.h), on a full mesh
  *                (mr_launch_topo); rank i listens on --starting-port + i.
  *   jaccl        MLX_JACCL_COORDINATOR=<rank 0's first ip>:<starting port>,
  *   jaccl-ring   MLX_JACCL_RING=1 (jaccl-ring),

@@ -1,6 +1,6 @@
 /*
  * topo/ring.c - a ring through every host (Hamiltonian cycle), found fast (not
- * coll/ring.c, the ring backend of libmeshrun).
+ * coll/ring/ring.c, the ring backend of libmeshrun).
  *
  * MLX (extract_rings() in python/mlx/_distributed_utils/config.py) enumerates
  * every simple cycle from every start and keeps the longest; the first full

@@ -386,7 +386,7 @@ run_job() {
 	esac
 	case $F in garbage|halfopen|badtoken|slowloris)
 		# the moment: within the target's connection setup, the only time a
-		# rank listens (coll/conn.c closes its listeners once its lanes are
+		# rank listens (coll/tcp/conn.c closes its listeners once its lanes are
 		# up): WHEN ms after it began to listen; every other rank starts
 		# once foreign.py is done ($TMP/foreign.go, at most FOREIGN_HOLD_MS
 		# later), so that setup lasts whatever the machine's load and the

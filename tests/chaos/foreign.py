@@ -4,7 +4,7 @@ garbage bytes, a half-open connection, a wrong job token or a slow-loris hello,
 aimed at every port the target rank listens on, whatever its backend (the ring
 listens on 32323+r, libmeshrun's TCP mesh on the ports of MESHRUN_MESH_HOSTFILE,
 only towards higher ranks), and only while it listens: libmeshrun closes its
-listeners once its lanes are up (coll/conn.c), so a connection made later is
+listeners once its lanes are up (coll/tcp/conn.c), so a connection made later is
 refused and proves nothing.
 
   foreign.py MODE TARGET_NS PEER_NS,... PROG,... DELAY_MS HELLO_RANK SIZE GARBAGE_HEX GO_FILE

@@ -3,7 +3,7 @@
  * jaccl backend reads it: parse, then the mesh/ring decision both ways.
  */
 #include "fuzz.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,7 +8,7 @@
  * then the all-gather reply.
  */
 #include "fuzz.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 
 static const char token[] = "fedcba9876543210fedcba9876543210";
 

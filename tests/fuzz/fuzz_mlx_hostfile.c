@@ -7,7 +7,7 @@
  */
 #include "fuzz.h"
 #include "coll/env.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 #include "coll/nccl_boot.h"
 
 static const char *const vars[] = {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """seed.py - (re)write the seed corpora tests/fuzz/corpus/<harness>/ from the
 fixtures, the unit tests' data and a few hand-made inputs (wire formats are
-encoded here as coll/wire.h and coll/nccl_boot.h describe them). Run from the
+encoded here as coll/tcp/wire.h and coll/nccl_boot.h describe them). Run from the
 repository root; the result is committed, so the test command needs no Python.
 
 Besides these seed-* files the committed corpora hold what longer fuzzing runs

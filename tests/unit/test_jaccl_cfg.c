@@ -1,6 +1,6 @@
 /* Unit tests for src/coll/jaccl_cfg.c: the MLX_IBV_DEVICES matrix, mesh/ring validity, env, frames. */
 #include "common/compat.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 #include "common/err.h"
 #include "meshrun/err.h"
 

@@ -1,6 +1,6 @@
 /* Unit tests for src/coll/jaccl_side.c: all-gather framing, and the TCP star on loopback with threads. */
 #include "common/compat.h"
-#include "coll/jaccl.h"
+#include "coll/jaccl_types.h"
 #include "coll/le.h"
 #include "coll/tcp/wire.h"
 #include "common/err.h"

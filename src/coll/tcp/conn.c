@@ -10,15 +10,16 @@
  * What an unauthenticated connection can cost (docs/contracts.md, "What
  * another machine on the network can do"): the listeners are bound to this
  * rank's own addresses from the backend's address file, never to every
- * address; before its hello is checked, a connection gets one fixed buffer of
- * MR_HELLO_MAX bytes (the hello's token length is checked before it is read),
- * HELLO_WAIT_MS to complete its hello, and one of MAX_PENDING_IN slots; when
- * they are all taken, the oldest unauthenticated one is closed for the
- * newcomer, so a slow-loris holding many connections cannot lock a peer out.
+ * address; past that, the accept gate (accept.h) decides: before its hello is
+ * checked, a connection gets one fixed buffer of MR_HELLO_MAX bytes,
+ * MR_ACCEPT_WAIT_MS to complete its hello, and one of MAX_PENDING_IN slots;
+ * when they are all taken, the oldest unauthenticated one is closed for the
+ * newcomer.
  * A connecting side whose connection is closed before the answer (evicted, or
  * the listener was not ready) tries again until the deadline.
  */
 #include "common/compat.h"
+#include "coll/accept.h"
 #include "coll/tcp/conn.h"
 #include "coll/tcp/wire.h"
 #include "common/err.h"
@@ -33,9 +34,6 @@
 #include <unistd.h>
 
 #define MAX_PENDING_IN 64
-/* A peer sends its hello as soon as it is connected: 2 s is generous, even on
- * a loaded machine (a real peer that misses it connects again). */
-#define HELLO_WAIT_MS 2000
 
 enum pstate { P_WAIT, P_CONNECTING, P_SEND, P_RECV, P_DONE, P_DEAD };
 
@@ -46,8 +44,7 @@ struct pend {
 	unsigned lane;               /* outgoing: the lane we open */
 	enum pstate state;
 	int64_t retry_at;
-	int64_t accepted_at;         /* incoming: when; the hello is due HELLO_WAIT_MS later */
-	uint64_t seq;                /* incoming: accept order (the lowest is the oldest) */
+	struct mr_accept_stamp stamp; /* incoming: when and in which order (accept.h) */
 	int backoff;
 	int last_errno;
 	const struct mr_ring_addr *addr; /* outgoing: where to */
@@ -67,7 +64,7 @@ struct setup {
 	size_t npend, cap;
 	struct pollfd *pfd;          /* the listeners, then one per pend */
 	bool **have_in;              /* per incoming link, per lane (control last): connected */
-	uint64_t accepted;           /* incoming connections so far */
+	struct mr_accept_gate gate;  /* incoming connections so far */
 	unsigned in_done, out_done;
 };
 
@@ -111,17 +108,7 @@ static int open_listener(const struct mr_ring_addr *a, struct meshrun_err *err)
 static void hello_prepare(const struct mr_conn_plan *pl, struct pend *p, unsigned lane,
 			  uint32_t nconn)
 {
-	struct mr_hello h;
-
-	memset(&h, 0, sizeof(h));
-	h.version = MR_WIRE_VERSION;
-	h.lane = lane;
-	h.rank = (uint32_t)pl->rank;
-	h.size = (uint32_t)pl->size;
-	h.nconn = nconn;
-	h.token_len = pl->token_len;
-	memcpy(h.token, pl->token, pl->token_len);
-	p->outlen = mr_hello_encode(&h, p->out);
+	p->outlen = mr_accept_hello(p->out, pl->rank, pl->size, lane, nconn, pl->token, pl->token_len);
 	p->outoff = 0;
 }
 
@@ -314,8 +301,7 @@ static int setup_poll(struct setup *s, int timeout, struct meshrun_err *err)
 			s->pfd[np].events = POLLIN;
 		}
 		if (!p->outgoing && (p->state == P_RECV || p->state == P_SEND))
-			timeout = (int)MR_MIN((int64_t)timeout,
-					      MR_MAX(p->accepted_at + HELLO_WAIT_MS - now, (int64_t)0));
+			timeout = mr_accept_poll_ms(&p->stamp, now, timeout);
 		np++;
 	}
 	if (poll(s->pfd, np, timeout) < 0 && errno != EINTR)
@@ -334,27 +320,28 @@ static void refuse(struct setup *s, struct pend *p, const char *why)
 	p->state = P_DEAD;
 }
 
-/*
- * A slot for a new incoming connection: a free one, else the oldest incoming
- * one still in its hello (closed: a slow-loris holding every slot cannot
- * keep a peer out, whose hello comes within a round trip), else none.
- */
+/* The incoming slots as the gate sees them: pend[nout + i], unused past npend. */
+static enum mr_accept_use in_slot_use(void *ctx, size_t i, const struct mr_accept_stamp **st)
+{
+	struct setup *s = ctx;
+	struct pend *p = &s->pend[s->nout + i];
+
+	if (s->nout + i >= s->npend || p->state == P_DEAD)
+		return MR_ACCEPT_FREE;
+	*st = &p->stamp;
+	return p->state == P_RECV ? MR_ACCEPT_PENDING : MR_ACCEPT_BUSY;
+}
+
+/* A slot for a new incoming connection (accept.h: a free one, else the oldest
+ * still in its hello, closed for it), else s->cap. */
 static size_t free_slot(struct setup *s)
 {
-	size_t oldest = s->cap;
+	bool evict;
+	size_t slot = s->nout + mr_accept_pick(s->cap - s->nout, in_slot_use, s, &evict);
 
-	for (size_t k = s->nout; k < s->npend; k++) {
-		struct pend *p = &s->pend[k];
-		if (p->state == P_DEAD)
-			return k;
-		if (p->state == P_RECV && (oldest == s->cap || p->seq < s->pend[oldest].seq))
-			oldest = k;
-	}
-	if (s->npend < s->cap)
-		return s->npend;
-	if (oldest < s->cap)
-		refuse(s, &s->pend[oldest], "too many pending connections (closed the oldest)");
-	return oldest;
+	if (evict)
+		refuse(s, &s->pend[slot], MR_ACCEPT_EVICTED);
+	return slot;
 }
 
 /* Accept the new incoming connections into free pend slots (P_RECV: hello first). */
@@ -383,8 +370,7 @@ static void setup_accept(struct setup *s, int64_t now)
 			s->pend[slot].fd = fd;
 			s->pend[slot].link = -1;
 			s->pend[slot].state = P_RECV;
-			s->pend[slot].accepted_at = now;
-			s->pend[slot].seq = ++s->accepted;
+			mr_accept_admit(&s->gate, &s->pend[slot].stamp, now);
 		}
 	}
 }
@@ -460,9 +446,9 @@ static int setup_step_pending(struct setup *s, size_t i, int64_t now, struct mes
 		return 0;
 	}
 	if (!p->outgoing && (p->state == P_RECV || p->state == P_SEND) &&
-	    now - p->accepted_at >= HELLO_WAIT_MS) {
+	    mr_accept_expired(&p->stamp, now)) {
 		char why[64];
-		snprintf(why, sizeof(why), "no complete hello within %d ms", HELLO_WAIT_MS);
+		snprintf(why, sizeof(why), "no complete hello within %d ms", MR_ACCEPT_WAIT_MS);
 		refuse(s, p, why);
 		return 0;
 	}

@@ -1,5 +1,9 @@
 /*
- * jaccl.h - libmeshrun's JACCL backend (RDMA verbs), internal contract.
+ * jaccl_types.h - the JACCL backend's (RDMA verbs) shared types and the
+ * calls on them that coll and the tests use: the device matrix, the
+ * environment, the frame header and its arithmetic, the TCP side channel.
+ * No verbs here: the queue-pair state shared by jaccl.c, jaccl_verbs.c and
+ * jaccl_frames.c is jaccl_impl.h's.
  *
  * Environment (JACCL_* first, then MLX_*, as MLX's jaccl reads them):
  *   JACCL_RANK / MLX_RANK              this rank (else SLURM_PROCID, OMPI_...)
@@ -28,8 +32,8 @@
  * algorithms), jaccl_stub.c (the ops table when libibverbs was not found at
  * build time).
  */
-#ifndef MR_COLL_JACCL_H
-#define MR_COLL_JACCL_H
+#ifndef MR_COLL_JACCL_TYPES_H
+#define MR_COLL_JACCL_TYPES_H
 
 #include "common/compat.h"
 #include "coll/tcp/wire.h"
@@ -163,10 +167,10 @@ void mr_jaccl_split(size_t count, size_t parts, size_t i, size_t *off, size_t *n
  * connects (retrying with backoff until the deadline, also when rank 0
  * closes the connection before its answer: it closes the oldest of too
  * many unauthenticated connections, see jaccl_side.c's serve()). Each connection starts
- * with the ring backend's hello (coll/wire.h: magic, version, rank, size, job
+ * with the ring backend's hello (coll/tcp/wire.h: magic, version, rank, size, job
  * token) with lane MR_LANE_P2P and nconn MR_JACCL_HELLO_TAG, so a ring-backend
  * connection, a stray client or another job is refused. After that, frames
- * (coll/wire.h header): MR_FRAME_MSG carries all-gather payloads, and
+ * (coll/tcp/wire.h header): MR_FRAME_MSG carries all-gather payloads, and
  * MR_FRAME_ABORT a failure message that rank 0 forwards to every rank.
  */
 #define MR_JACCL_HELLO_TAG 0x4a43434cu /* "JCCL" */
@@ -256,7 +260,7 @@ void mr_jaccl_side_fail(struct mr_jaccl_side *s, const char *msg);
 
 /*
  * The pure checks of what arrives on the side channel (fuzzed, tests/fuzz):
- * a frame header (coll/wire.h) from a group of size ranks whose payload may be
+ * a frame header (coll/tcp/wire.h) from a group of size ranks whose payload may be
  * at most max bytes (heartbeats are not expected here), and, on rank 0, a
  * decoded hello from a connecting rank: the job token, size and tag first,
  * then a rank 1..size-1 that has no connection yet (s->fd[rank] < 0).
