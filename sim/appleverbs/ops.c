@@ -38,17 +38,29 @@ static int check_wr(struct lqp *q, const struct ibv_sge *sg, int nsge, uint32_t 
 	return 0;
 }
 
-int av_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+/*
+ * Take av_mu and find qp's record. NULL, av_mu released again, when the layer
+ * did not create qp: *c is then its context's record (NULL: a context not
+ * opened here either), whose real op the caller passes the request to.
+ */
+static struct lqp *lock_qp(struct ibv_qp *qp, struct lctx **c)
 {
-	int rc = 0;
-
 	pthread_mutex_lock(&av_mu);
 	struct lqp *q = av_find_qp(qp);
-	struct lctx *c = av_find_ctx(qp->context);
-	if (!q) {
+	*c = av_find_ctx(qp->context);
+	if (!q)
 		pthread_mutex_unlock(&av_mu);
+	return q;
+}
+
+int av_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct lctx *c;
+	struct lqp *q = lock_qp(qp, &c);
+	int rc = 0;
+
+	if (!q)
 		return c ? c->post_send(qp, wr, bad) : EINVAL;
-	}
 	for (; wr && rc == 0; wr = wr->next) {
 		int op = av_op_of(wr->opcode);
 		if (!(av_rules_in_force.opcodes & (1u << op)))
@@ -77,15 +89,12 @@ int av_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 
 int av_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
+	struct lctx *c;
+	struct lqp *q = lock_qp(qp, &c);
 	int rc = 0;
 
-	pthread_mutex_lock(&av_mu);
-	struct lqp *q = av_find_qp(qp);
-	struct lctx *c = av_find_ctx(qp->context);
-	if (!q) {
-		pthread_mutex_unlock(&av_mu);
+	if (!q)
 		return c ? c->post_recv(qp, wr, bad) : EINVAL;
-	}
 	struct av_qp *row = &av_shm->qps[q->slot];
 	for (; wr && rc == 0; wr = wr->next) {
 		if (q->state != IBV_QPS_RTS && !av_rules_in_force.post_recv_before_rts)
