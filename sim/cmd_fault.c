@@ -35,26 +35,39 @@
 #include "sim/state.h"
 #include "fixture/fixture.h"
 
+/* The host of port arg ("h1:en3", colon at its ':'): its index, or an error naming arg. */
+static int port_host(struct fault_ctx *f, const char *arg, const char *colon, size_t *host,
+		     struct meshrun_err *err)
+{
+	char *h = xstrndup(arg, (size_t)(colon - arg));
+	ssize_t hi = mr_sim_cluster_find_host(f->st->cluster, h);
+
+	free(h);
+	if (hi < 0)
+		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no such host in cluster '%s'", arg,
+				  f->name);
+	*host = (size_t)hi;
+	return 0;
+}
+
 /* "h1:en3" -> host index and cable; errors name what is wrong. */
 int mr_simf_find_port(struct fault_ctx *f, const char *arg, size_t *host, size_t *cable, int *side,
 		     struct meshrun_err *err)
 {
 	const char *colon = strchr(arg, ':');
-	char *h;
-	ssize_t hi, ci;
+	size_t hi;
+	ssize_t ci;
+	int rc;
 
 	if (!colon)
 		return mr_err_set(err, MESHRUN_E_USAGE, "'%s': expected HOST:INTERFACE", arg);
-	h = xstrndup(arg, (size_t)(colon - arg));
-	hi = mr_sim_cluster_find_host(f->st->cluster, h);
-	free(h);
-	if (hi < 0)
-		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no such host in cluster '%s'", arg,
-				  f->name);
-	ci = mr_sim_cluster_find_cable(f->st->cluster, (size_t)hi, colon + 1, side);
+	rc = port_host(f, arg, colon, &hi, err);
+	if (rc)
+		return rc;
+	ci = mr_sim_cluster_find_cable(f->st->cluster, hi, colon + 1, side);
 	if (ci < 0)
 		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no cable on that interface", arg);
-	*host = (size_t)hi;
+	*host = hi;
 	*cable = (size_t)ci;
 	return 0;
 }
@@ -64,18 +77,13 @@ static int parse_port(struct fault_ctx *f, const char *arg, size_t *host, char *
 		      struct meshrun_err *err)
 {
 	const char *colon = strchr(arg, ':');
-	char *h;
-	ssize_t hi;
+	int rc;
 
 	if (!colon || !mr_is_ifname(colon + 1) || strlen(colon + 1) >= ifn_len)
 		return mr_err_set(err, MESHRUN_E_USAGE, "'%s': expected HOST:INTERFACE", arg);
-	h = xstrndup(arg, (size_t)(colon - arg));
-	hi = mr_sim_cluster_find_host(f->st->cluster, h);
-	free(h);
-	if (hi < 0)
-		return mr_err_set(err, MESHRUN_E_NOTFOUND, "'%s': no such host in cluster '%s'", arg,
-				  f->name);
-	*host = (size_t)hi;
+	rc = port_host(f, arg, colon, host, err);
+	if (rc)
+		return rc;
 	snprintf(ifn, ifn_len, "%s", colon + 1);
 	return 0;
 }

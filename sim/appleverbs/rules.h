@@ -18,7 +18,7 @@
  * errno name is an error naming the file and the row.
  *
  * No verbs types here (the table is unit tested where libibverbs is absent):
- * QP types and opcodes are this module's own bits, appleverbs.c maps them.
+ * QP types and opcodes are this module's own bits, qp.c and ops.c map them.
  */
 #ifndef MR_SIM_APPLEVERBS_RULES_H
 #define MR_SIM_APPLEVERBS_RULES_H

@@ -149,14 +149,19 @@ struct parser {
 	struct meshrun_err *err;
 };
 
+/* 0 when v is an array, else an error naming the parser's file and path. */
+static int want_array(struct parser *ps, const cJSON *v)
+{
+	return mr_json_want_array(v, ps->name, &ps->path, ps->err);
+}
+
 static int parse_string_list(struct parser *ps, const cJSON *arr, bool (*valid)(const char *),
 			     const char *what, struct mr_strvec *out)
 {
 	size_t i = 0;
 	const cJSON *it;
-	int rc;
+	int rc = want_array(ps, arr);
 
-	rc = mr_json_want_array(arr, ps->name, &ps->path, ps->err);
 	if (rc)
 		return rc;
 	cJSON_ArrayForEach(it, arr) {
@@ -218,9 +223,8 @@ static int parse_row(struct parser *ps, const cJSON *arr, const struct cell_kind
 {
 	size_t n, i = 0;
 	const cJSON *it;
-	int rc;
+	int rc = want_array(ps, arr);
 
-	rc = mr_json_want_array(arr, ps->name, &ps->path, ps->err);
 	if (rc)
 		return rc;
 	*has = true;
@@ -242,9 +246,25 @@ static int parse_row(struct parser *ps, const cJSON *arr, const struct cell_kind
 	return 0;
 }
 
+/* The row under key in obj (parse_row), when obj has one; 0 when it has none. */
+static int parse_row_member(struct parser *ps, const cJSON *obj, const char *key,
+			    const struct cell_kind *k, bool *has, struct mr_rdma_cell **cells,
+			    size_t *ncells)
+{
+	const cJSON *arr = mr_json_member(obj, key);
+	int rc;
+
+	if (!arr)
+		return 0;
+	mr_json_path_key(&ps->path, key);
+	rc = parse_row(ps, arr, k, has, cells, ncells);
+	mr_json_path_pop(&ps->path);
+	return rc;
+}
+
 static int parse_host(struct parser *ps, const cJSON *obj, struct mr_hostfile *hf)
 {
-	const cJSON *ssh, *ips, *rdma, *mesh;
+	const cJSON *ssh, *ips;
 	struct mr_host *h;
 	int rc;
 
@@ -276,32 +296,19 @@ static int parse_host(struct parser *ps, const cJSON *obj, struct mr_hostfile *h
 		if (rc)
 			return rc;
 	}
-	rdma = mr_json_member(obj, "rdma");
-	if (rdma) {
-		mr_json_path_key(&ps->path, "rdma");
-		rc = parse_row(ps, rdma, &rdma_cell, &h->has_rdma, &h->rdma, &h->nrdma);
-		mr_json_path_pop(&ps->path);
-		if (rc)
-			return rc;
-	}
-	mesh = mr_json_member(obj, "mesh_ips");
-	if (mesh) {
-		mr_json_path_key(&ps->path, "mesh_ips");
-		rc = parse_row(ps, mesh, &mesh_cell, &h->has_mesh, &h->mesh, &h->nmesh);
-		mr_json_path_pop(&ps->path);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	rc = parse_row_member(ps, obj, "rdma", &rdma_cell, &h->has_rdma, &h->rdma, &h->nrdma);
+	if (!rc)
+		rc = parse_row_member(ps, obj, "mesh_ips", &mesh_cell, &h->has_mesh, &h->mesh,
+				      &h->nmesh);
+	return rc;
 }
 
 static int parse_hosts(struct parser *ps, const cJSON *arr, struct mr_hostfile *hf)
 {
 	size_t i = 0;
 	const cJSON *it;
-	int rc;
+	int rc = want_array(ps, arr);
 
-	rc = mr_json_want_array(arr, ps->name, &ps->path, ps->err);
 	if (rc)
 		return rc;
 	if (!cJSON_GetArraySize(arr))
