@@ -54,9 +54,13 @@ layers)
 	done <<<"$table"
 	# every project include of every module against the table, in one awk
 	# (a process per include line took a minute on a loaded 2-core machine)
+	# and the subfolders that backends of one module may share (the rest are
+	# backends or transports, which include no sibling's files)
+	shared=$(grep -E '^shared subfolders:' "$src/docs/architecture.md" | grep -oE '`src/[a-z_/]+`' | tr -d '`' | tr '\n' ' ')
+	[ -n "$shared" ] || fail "docs/architecture.md: no 'shared subfolders:' line"
 	for d in src/* sim; do
 		[ -d "$src/$d" ] && grep -rHE '^#include "[a-z_]+/' "$src/$d" --include='*.c' --include='*.h'
-	done | awk -v src="$src/" -v table="$table" '
+	done | awk -v src="$src/" -v table="$table" -v shared=" $shared " '
 		BEGIN {
 			n = split(table, rows, "\n")
 			for (i = 1; i <= n; i++) {
@@ -73,8 +77,16 @@ layers)
 				sub(/\/[^\/]*$/, "", mod) # a subfolder: the module is the folder above
 			if (!(mod in allowed))
 				next
-			dep = $0; sub(/^[^"]*"/, "", dep); sub(/\/.*/, "", dep)
+			path = $0; sub(/^[^"]*"/, "", path); sub(/".*/, "", path)
+			dep = path; sub(/\/.*/, "", dep)
 			count++
+			# a backend subfolder (src/M/X/) may include another subfolder of
+			# its module (M/Y/) only where Y is shared
+			if (rel ~ /^src\/[a-z_]+\/[a-z_0-9]+\// && split(rel, rp, "/") && split(path, dp, "/") > 2 &&
+			    dp[1] == rp[2] && dp[2] != rp[3] && index(shared, " src/" dp[1] "/" dp[2] " ") == 0) {
+				printf "FAIL: %s: includes %s, a sibling backend'"'"'s file (only shared subfolders: %s)\n", rel, path, shared
+				bad = 1
+			}
 			if (index(allowed[mod], " " dep " ") == 0) {
 				printf "FAIL: %s: includes %s/, which %s may not (docs/architecture.md)\n", rel, dep, mod
 				bad = 1
