@@ -1,7 +1,7 @@
 /*
  * accept.h - the accept gate of libmeshrun's TCP listeners, written once for
  * the three that take connections from the network: the ring and mesh setup
- * (conn.c), jaccl's coordinator on rank 0 (jaccl_side.c) and nccl's id server
+ * (tcp/conn.c), jaccl's coordinator on rank 0 (jaccl_side.c) and nccl's id server
  * on rank 0 (nccl_boot.c).
  *
  * A listener accepts whoever reaches its address; a connection counts only
