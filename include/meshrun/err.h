@@ -54,7 +54,8 @@ enum meshrun_errcode {
 
 struct meshrun_err {
 	int code;                      /* MESHRUN_E_*: negative; 0 means no error */
-	int sys_errno;                 /* errno of the failing call, or 0 */
+	int sys_errno;                 /* errno of the failing call, or 0 (inside the tools, the
+	                                  host layer also keeps a negative reason here: hal.h) */
 	char msg[MESHRUN_ERR_MSG_MAX]; /* "connect to 'node3:22': Connection refused" */
 };
 
