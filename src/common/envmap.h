@@ -1,7 +1,8 @@
 /*
  * envmap.h - the environment contract between meshrun (the writer, launch/env.c,
- * launch/extern.c) and libmeshrun (the readers, coll/env.c, ring.c, jaccl_cfg.c,
- * nccl_boot.c, mpi.c): one table of every variable, byte for byte MLX's names.
+ * launch/extern.c) and libmeshrun (the readers, coll/env.c, ring/ring.c,
+ * tcp/ctl.c, jaccl_cfg.c, nccl_boot.c, mpi.c): one table of every variable, byte
+ * for byte MLX's names.
  *
  *   X(NAME, SET_BY, READ_BY, VALUE, MEANING)
  *

@@ -6,7 +6,7 @@
 # rank 2 sends on that connection, in a network namespace of its own whose
 # loopback gets a cable's MTU of 1500. TCP still delivers a segment now and
 # then and the control lanes stay healthy, so the lanes' check (no byte for
-# MESHRUN_TIMEOUT) never fires: only the data path's checks (ring_watch.c)
+# MESHRUN_TIMEOUT) never fires: only the data path's checks (coll/tcp/watch.c)
 # end the job (or, on Linux, the data socket's TCP_USER_TIMEOUT). -local: the drops are on rank 2's own output instead, which
 # its TCP takes for local failures to send, never retransmissions: there only
 # the receiver's check in whole packets sees it, and must say the link stalls
@@ -23,7 +23,7 @@ mode=${3:-} hook=input pct=30 size=16M tx=0
 # -tx: 15% loss under all_sums of 64K (packets of a few segments, each done
 # well within the receiver's warning time, each collective shorter than the
 # sender's sampling tick): only TCP's own count of what it retransmitted sees
-# that link, across collectives (ring_watch.c); the chaos campaign's mesh4
+# that link, across collectives (coll/tcp/watch.c); the chaos campaign's mesh4
 # loss jobs ended at meshrun's --timeout unnamed this way
 [ "$mode" = -tx ] && mode="" pct=15 size=64K tx=1
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a network namespace and nftables)"; exit 77; }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # fault_stop.sh RUN_RING PROG [-m] - SIGSTOP one of 4 ranks in the middle of a 64 MiB
 # all_sum: a peer that is alive but silent keeps its sockets open, so only the
-# stall check (ring_p2p.c: no byte for MESHRUN_TIMEOUT) can end the job. The
+# stall check (coll/tcp/p2p.c: no byte for MESHRUN_TIMEOUT) can end the job. The
 # other three must fail (exit 3) within the timeout plus a grace, rank 2's
 # neighbours saying it "showed no sign of life", and every error naming rank 2
 # and its address. kill -9 and a pulled cable reach the end-of-connection
