@@ -830,26 +830,6 @@ static int mesh_all_gather(struct meshrun_group *g, void *buf, size_t bytes, str
 	return rc;
 }
 
-static int mesh_barrier(struct meshrun_group *g, struct meshrun_err *err)
-{
-	unsigned char stack[256];
-	unsigned char *b = stack;
-	int rc;
-
-	if (g->size == 1)
-		return 0;
-	if ((size_t)g->size > sizeof(stack)) {
-		b = calloc((size_t)g->size, 1);
-		if (!b)
-			return mr_err_set(err, MESHRUN_E_NOMEM, "barrier: out of memory");
-	}
-	b[g->rank] = 1;
-	rc = mesh_all_gather(g, b, 1, err);
-	if (b != stack)
-		free(b);
-	return rc;
-}
-
 static int mesh_send(struct meshrun_group *g, const void *buf, size_t bytes, int dst,
 		     struct meshrun_err *err)
 {
@@ -871,5 +851,5 @@ const struct mr_coll_ops mr_coll_mesh_ops = {
 	.reduce_scatter = mesh_reduce_scatter,
 	.send = mesh_send,
 	.recv = mesh_recv,
-	.barrier = mesh_barrier,
+	.barrier = mr_tcp_barrier,
 };

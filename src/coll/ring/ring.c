@@ -142,27 +142,6 @@ static int ring_all_gather(struct meshrun_group *g, void *buf, size_t bytes,
 			       r->size - 1, err);
 }
 
-static int ring_barrier(struct meshrun_group *g, struct meshrun_err *err)
-{
-	struct mr_tcp *r = ring_of(g);
-	unsigned char stack[256];
-	unsigned char *b = stack;
-	int rc;
-
-	if (r->size == 1)
-		return 0;
-	if ((size_t)r->size > sizeof(stack)) {
-		b = calloc((size_t)r->size, 1);
-		if (!b)
-			return mr_err_set(err, MESHRUN_E_NOMEM, "barrier: out of memory");
-	}
-	b[r->rank] = 1;
-	rc = ring_all_gather(g, b, 1, err);
-	if (b != stack)
-		free(b);
-	return rc;
-}
-
 static int ring_send(struct meshrun_group *g, const void *buf, size_t bytes, int dst,
 		     struct meshrun_err *err)
 {
@@ -184,5 +163,5 @@ const struct mr_coll_ops mr_coll_ring_ops = {
 	.reduce_scatter = ring_reduce_scatter,
 	.send = ring_send,
 	.recv = ring_recv,
-	.barrier = ring_barrier,
+	.barrier = mr_tcp_barrier,
 };

@@ -1,10 +1,11 @@
 /*
  * ctl.c - the TCP engine's control plane state (tcp.h): its part of init (the
  * environment both TCP backends read, the pipes) and its release; the lanes
- * and the progress thread are p2p.c's.
+ * and the progress thread are p2p.c's. Also the backends' barrier.
  */
 #include "common/compat.h"
 #include "common/envmap.h"
+#include "coll/coll.h"
 #include "coll/tcp/tcp.h"
 #include "common/err.h"
 #include "common/fdio.h"
@@ -76,4 +77,24 @@ int mr_tcp_ctl_pipes(struct mr_tcp *r, struct meshrun_err *err)
 	mr_set_nonblock(r->wake_pipe[1], true);
 	mr_set_nonblock(r->fail_pipe[1], true);
 	return 0;
+}
+
+int mr_tcp_barrier(struct meshrun_group *g, struct meshrun_err *err)
+{
+	unsigned char stack[256];
+	unsigned char *b = stack;
+	int rc;
+
+	if (g->size == 1)
+		return 0;
+	if ((size_t)g->size > sizeof(stack)) {
+		b = calloc((size_t)g->size, 1);
+		if (!b)
+			return mr_err_set(err, MESHRUN_E_NOMEM, "barrier: out of memory");
+	}
+	b[g->rank] = 1;
+	rc = g->ops->all_gather(g, b, 1, err);
+	if (b != stack)
+		free(b);
+	return rc;
 }

@@ -143,6 +143,13 @@ int mr_tcp_ctl_init(struct mr_tcp *r, const char *who, struct meshrun_err *err);
 int mr_tcp_ctl_pipes(struct mr_tcp *r, struct meshrun_err *err);
 void mr_tcp_ctl_release(struct mr_tcp *r);
 
+struct meshrun_group;
+/*
+ * ctl.c: the barrier of both TCP backends: an all-gather of one byte per rank
+ * through the group's own all_gather op (g->ops), so it waits for every rank.
+ */
+int mr_tcp_barrier(struct meshrun_group *g, struct meshrun_err *err);
+
 /*
  * ring_sched.c: the ring all-reduce over r's data connections (left/right, nconn
  * each, size >= 3 or a ring's own pair), scratch r->tmp of
